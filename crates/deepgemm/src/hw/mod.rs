@@ -1,0 +1,146 @@
+//! The hardware model: one GPU described as data (SPEC.md §7). Built-in presets live as YAML
+//! files next to this module, so the preset, the printed form and a user's file share one schema.
+
+mod presets;
+mod validate;
+
+pub use presets::{preset, preset_names, PresetName, PRESETS};
+pub use validate::HwError;
+
+use crate::dtype::DType;
+use crate::plan::Backend;
+use serde::{Deserialize, Serialize};
+
+/// One GPU, as the model sees it. Every constant the model uses is a field here (or in
+/// `calibration`), so calibrating the model changes this file, never the code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hardware {
+    pub name: String,
+    /// Architecture for code generation, e.g. `sm_90a`, `sm_80`.
+    pub arch: String,
+    pub sms: u32,
+    /// Sustained clock under tensor-core load.
+    pub clock_mhz: u32,
+    pub warp_size: u32,
+    pub regs_per_sm: u32,
+    pub max_regs_per_thread: u32,
+    pub max_threads_per_sm: u32,
+    pub max_blocks_per_sm: u32,
+    pub smem_per_sm_bytes: u32,
+    /// The most dynamic shared memory one block may opt in to.
+    pub smem_per_block_bytes: u32,
+    pub smem_banks: u32,
+    pub l2_bytes: u64,
+    /// Sustained DRAM bandwidth (read + write), GB/s.
+    pub dram_bw_gbps: f64,
+    pub l2_bw_gbps: f64,
+    pub smem_bw_bytes_per_clk_per_sm: f64,
+    /// Math throughput per input dtype and instruction family.
+    pub mma: Vec<MmaRate>,
+    pub latencies: Latencies,
+    pub features: Features,
+    /// Efficiency constants fitted from measurements (`deepgemm tune` / bench).
+    #[serde(default)]
+    pub calibration: Calibration,
+}
+
+/// Dense math rate of one instruction family for one input dtype.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MmaRate {
+    pub dtype: DType,
+    pub backend: Backend,
+    /// The instruction and its shape, e.g. `wgmma.m64nNk16`, `mma.sync.m16n8k16`, `ffma`.
+    pub instruction: String,
+    pub dense_flops_per_clk_per_sm: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latencies {
+    pub dram_cycles: u32,
+    pub l2_cycles: u32,
+    pub smem_cycles: u32,
+    pub mma_cycles: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Features {
+    pub tma: bool,
+    pub wgmma: bool,
+    pub cp_async: bool,
+    pub clusters: bool,
+    pub setmaxnreg: bool,
+}
+
+/// Fitted efficiencies; the defaults are first guesses to be replaced by measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Calibration {
+    /// Fraction of the dense tensor-core peak a well-fed main loop sustains, per backend.
+    pub mma_efficiency_sm90: f64,
+    pub mma_efficiency_sm80: f64,
+    pub mma_efficiency_simt: f64,
+    /// Fraction of `dram_bw_gbps` a streaming kernel reaches.
+    pub dram_efficiency: f64,
+    /// Fixed cost of one launch (driver + ramp), microseconds.
+    pub launch_overhead_us: f64,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Calibration {
+            mma_efficiency_sm90: 0.80,
+            mma_efficiency_sm80: 0.75,
+            mma_efficiency_simt: 0.70,
+            dram_efficiency: 0.90,
+            launch_overhead_us: 3.0,
+        }
+    }
+}
+
+impl Hardware {
+    /// Compute capability as a number, e.g. 90 for `sm_90a`, 89 for `sm_89`.
+    pub fn compute_capability(&self) -> u32 {
+        self.arch
+            .trim_start_matches("sm_")
+            .trim_end_matches('a')
+            .parse()
+            .unwrap_or(0)
+    }
+
+    /// The math rate for a dtype on a backend, if the hardware has one.
+    pub fn mma_rate(&self, dtype: DType, backend: Backend) -> Option<&MmaRate> {
+        self.mma
+            .iter()
+            .find(|r| r.dtype == dtype && r.backend == backend)
+    }
+
+    /// Whether any tensor-core path handles this input dtype.
+    pub fn supports_dtype(&self, dtype: DType) -> bool {
+        self.mma.iter().any(|r| r.dtype == dtype)
+    }
+
+    /// Parse and validate a hardware YAML document.
+    pub fn from_yaml(text: &str) -> Result<Hardware, HwError> {
+        let hw: Hardware =
+            serde_saphyr::from_str(text).map_err(|e| HwError::Parse(e.to_string()))?;
+        hw.validate()?;
+        Ok(hw)
+    }
+
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).expect("a Hardware always serializes")
+    }
+
+    /// Load a hardware file from disk.
+    pub fn load(path: &std::path::Path) -> Result<Hardware, HwError> {
+        let text = std::fs::read_to_string(path).map_err(|e| HwError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Hardware::from_yaml(&text)
+    }
+}

@@ -1,0 +1,14 @@
+//! DeepGEMM core: everything from a `.dgml` file to CUDA C++ source, in pure Rust.
+//!
+//! The modules follow the pipeline: `spec` (language → [`spec::KernelSpec`]), `hw` (the hardware
+//! model), `plan` (what a kernel is), `model` (plan + hardware → prediction), `search` (spec →
+//! ranked plans), `codegen` (plan → CUDA C++), `report` (analysis.md / analysis.json).
+
+pub mod codegen;
+pub mod dtype;
+pub mod hw;
+pub mod model;
+pub mod plan;
+pub mod report;
+pub mod search;
+pub mod spec;

@@ -1,0 +1,1 @@
+//! The analytical performance model: (spec, plan, shape) → Prediction. See shared MODEL.md.

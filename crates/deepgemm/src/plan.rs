@@ -1,0 +1,225 @@
+//! `Plan`: every decision a kernel generator needs, as plain data. The search produces plans,
+//! the model predicts them, codegen renders them and the verifier checks them; none of them
+//! recomputes a decision that lives here.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which kernel family implements the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// Hopper: TMA loads, wgmma, mbarrier pipeline, warp specialization.
+    Sm90,
+    /// Ampere-class: cp.async multistage ring, ldmatrix, mma.sync (runs on sm_80 and later).
+    Sm80,
+    /// CUDA-core FFMA fallback for every dtype on every architecture.
+    Simt,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 3] = [Backend::Sm90, Backend::Sm80, Backend::Simt];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sm90 => "sm90",
+            Backend::Sm80 => "sm80",
+            Backend::Simt => "simt",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    pub fn uses_tensor_cores(self) -> bool {
+        !matches!(self, Backend::Simt)
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The tile one thread block computes per main-loop iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Tile {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+/// How the block's threads split the tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WarpLayout {
+    /// sm80/simt: warps along M and N, each owning a (tile.m / warps_m) x (tile.n / warps_n)
+    /// sub-tile. sm90: consumer warpgroups along M and N.
+    pub warps_m: u32,
+    pub warps_n: u32,
+    /// sm90 only: a dedicated producer warpgroup issues TMA (0 or 1).
+    pub producer_warpgroups: u32,
+    /// Threads per block, producers included.
+    pub threads: u32,
+}
+
+/// The order in which blocks walk the output tiles, for L2 reuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Raster {
+    /// Tiles are visited in column-major groups of `group_m` tile rows (1 = plain row order).
+    pub group_m: u32,
+}
+
+/// How the shared-memory tiles are laid out to avoid bank conflicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SmemSwizzle {
+    /// Rows padded by `pad_elems` elements.
+    Padded { pad_elems: u32 },
+    /// 16-byte chunks XOR-permuted within 128-byte rows (TMA's 128B swizzle and its cp.async twin).
+    Xor128,
+    /// No transformation (SIMT kernels read broadcast-friendly layouts).
+    None,
+}
+
+/// Shared-memory budget of the plan, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SmemLayout {
+    /// One pipeline stage of A (tile.m x tile.k) including padding.
+    pub a_stage_bytes: u32,
+    /// One pipeline stage of B (tile.k x tile.n) including padding.
+    pub b_stage_bytes: u32,
+    /// Staging for the epilogue (0 when it writes from registers).
+    pub epilogue_bytes: u32,
+    /// mbarriers and other bookkeeping.
+    pub barrier_bytes: u32,
+    pub swizzle: SmemSwizzle,
+}
+
+impl SmemLayout {
+    pub fn total_bytes(&self, stages: u32) -> u32 {
+        stages * (self.a_stage_bytes + self.b_stage_bytes) + self.epilogue_bytes + self.barrier_bytes
+    }
+}
+
+/// How the epilogue gets results to memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpilogueStrategy {
+    /// Each thread applies the epilogue to its fragment and stores it, predicated at the edges.
+    Direct,
+    /// Fragments go through shared memory so global stores are full 16-byte rows.
+    ViaSmem,
+}
+
+/// How global operands reach shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OperandPath {
+    /// Width of one global->smem copy of A / B in bytes (16, 8, 4 or the element size). Wider
+    /// copies need leading dimensions and base pointers aligned to it; the runtime checks.
+    pub a_copy_bytes: u32,
+    pub b_copy_bytes: u32,
+    /// When the operands are misaligned for `*_copy_bytes`, copy them into an aligned workspace
+    /// first (one extra pass) instead of narrowing the copies.
+    pub repack_misaligned: bool,
+}
+
+/// A complete kernel plan.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Plan {
+    pub backend: Backend,
+    pub tile: Tile,
+    pub warps: WarpLayout,
+    pub stages: u32,
+    /// Blocks per cluster along M and N (1x1 = no cluster).
+    pub cluster_m: u32,
+    pub cluster_n: u32,
+    pub raster: Raster,
+    /// K is split across this many blocks whose partial sums are reduced (1 = none).
+    pub split_k: u32,
+    /// One block per SM looping over tiles (sm90) instead of one block per tile.
+    pub persistent: bool,
+    pub smem: SmemLayout,
+    pub epilogue: EpilogueStrategy,
+    pub operands: OperandPath,
+}
+
+impl Plan {
+    pub fn smem_bytes(&self) -> u32 {
+        self.smem.total_bytes(self.stages)
+    }
+
+    /// A short human name, e.g. `sm80 128x128x32 s4 w2x4 g8`.
+    pub fn label(&self) -> String {
+        let mut s = format!(
+            "{} {}x{}x{} s{} w{}x{}",
+            self.backend,
+            self.tile.m,
+            self.tile.n,
+            self.tile.k,
+            self.stages,
+            self.warps.warps_m,
+            self.warps.warps_n
+        );
+        if self.cluster_m * self.cluster_n > 1 {
+            s += &format!(" c{}x{}", self.cluster_m, self.cluster_n);
+        }
+        if self.split_k > 1 {
+            s += &format!(" sk{}", self.split_k);
+        }
+        if self.raster.group_m > 1 {
+            s += &format!(" g{}", self.raster.group_m);
+        }
+        s
+    }
+}
+
+/// A range of problem shapes served by one plan (inclusive bounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ShapeBucket {
+    pub m: (u64, u64),
+    pub n: (u64, u64),
+    pub k: (u64, u64),
+}
+
+impl ShapeBucket {
+    pub fn contains(&self, m: u64, n: u64, k: u64) -> bool {
+        (self.m.0..=self.m.1).contains(&m)
+            && (self.n.0..=self.n.1).contains(&n)
+            && (self.k.0..=self.k.1).contains(&k)
+    }
+}
+
+/// One compiled variant of a kernel: a plan and the shapes it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variant {
+    /// Stable name used for file names and the dispatch table, e.g. `v0_m1-64`.
+    pub name: String,
+    pub bucket: ShapeBucket,
+    pub plan: Plan,
+}
+
+/// One concrete problem size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shape {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+}
+
+impl Shape {
+    pub fn new(m: u64, n: u64, k: u64) -> Shape {
+        Shape { m, n, k }
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}x{}", self.m, self.n, self.k)
+    }
+}

@@ -1,0 +1,1 @@
+//! analysis.md / analysis.json: what the model and search decided, for humans and tools.

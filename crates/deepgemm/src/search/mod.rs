@@ -1,0 +1,1 @@
+//! The constrained search: spec → legal plans per shape bucket, pruned and ranked.
