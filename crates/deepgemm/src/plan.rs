@@ -99,7 +99,9 @@ pub struct SmemLayout {
 
 impl SmemLayout {
     pub fn total_bytes(&self, stages: u32) -> u32 {
-        stages * (self.a_stage_bytes + self.b_stage_bytes) + self.epilogue_bytes + self.barrier_bytes
+        stages * (self.a_stage_bytes + self.b_stage_bytes)
+            + self.epilogue_bytes
+            + self.barrier_bytes
     }
 }
 
@@ -183,11 +185,64 @@ pub struct ShapeBucket {
     pub k: (u64, u64),
 }
 
+/// Ranges are split at powers of two from this size on; smaller sizes share the first bucket.
+const FIRST_BUCKET_END: u64 = 16;
+
 impl ShapeBucket {
+    /// The buckets a declared shape is compiled as: a fixed value is one bucket, each value of a
+    /// set is its own bucket, and a range is cut at powers of two (1..=16, 17..=32, ...), since a
+    /// plan's efficiency changes with the number of tiles, which moves with log2 of the size.
+    pub fn split(shape: &crate::spec::ShapeSpec) -> Vec<ShapeBucket> {
+        let (ms, ns, ks) = (
+            dim_buckets(&shape.m),
+            dim_buckets(&shape.n),
+            dim_buckets(&shape.k),
+        );
+        let mut out = Vec::with_capacity(ms.len() * ns.len() * ks.len());
+        for &m in &ms {
+            for &n in &ns {
+                for &k in &ks {
+                    out.push(ShapeBucket { m, n, k });
+                }
+            }
+        }
+        out
+    }
+
+    /// The largest shape in the bucket, which the search plans for.
+    pub fn largest(&self) -> Shape {
+        Shape::new(self.m.1, self.n.1, self.k.1)
+    }
+
     pub fn contains(&self, m: u64, n: u64, k: u64) -> bool {
         (self.m.0..=self.m.1).contains(&m)
             && (self.n.0..=self.n.1).contains(&n)
             && (self.k.0..=self.k.1).contains(&k)
+    }
+}
+
+fn dim_buckets(domain: &crate::spec::DimDomain) -> Vec<(u64, u64)> {
+    use crate::spec::DimDomain;
+    match domain {
+        DimDomain::Fixed(v) => vec![(*v, *v)],
+        DimDomain::Set(values) => values.iter().map(|&v| (v, v)).collect(),
+        DimDomain::Range { lo, hi } => {
+            let mut out = Vec::new();
+            let mut start = *lo;
+            while start <= *hi {
+                let end = start
+                    .max(FIRST_BUCKET_END)
+                    .checked_next_power_of_two()
+                    .unwrap_or(u64::MAX)
+                    .min(*hi);
+                out.push((start, end));
+                match end.checked_add(1) {
+                    Some(next) => start = next,
+                    None => break,
+                }
+            }
+            out
+        }
     }
 }
 
@@ -221,5 +276,42 @@ impl Shape {
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x{}x{}", self.m, self.n, self.k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{DimDomain, ShapeSpec};
+
+    #[test]
+    fn ranges_split_at_powers_of_two() {
+        let shape = ShapeSpec {
+            m: DimDomain::Range { lo: 1, hi: 8192 },
+            n: DimDomain::Fixed(4096),
+            k: DimDomain::Set(vec![512, 7168]),
+        };
+        let buckets = ShapeBucket::split(&shape);
+        let ms: Vec<_> = buckets.iter().map(|b| b.m).collect();
+        assert_eq!(buckets.len(), 10 * 2);
+        assert_eq!(ms[0], (1, 16));
+        assert_eq!(ms[2], (17, 32));
+        assert_eq!(buckets.last().unwrap().m, (4097, 8192));
+        // Every M in the range lands in exactly one bucket of a given (N, K).
+        for m in [1, 16, 17, 100, 4096, 4097, 8192] {
+            let hits = buckets.iter().filter(|b| b.contains(m, 4096, 512)).count();
+            assert_eq!(hits, 1, "m = {m}");
+        }
+    }
+
+    #[test]
+    fn odd_range_bounds() {
+        let shape = ShapeSpec {
+            m: DimDomain::Range { lo: 20, hi: 33 },
+            n: DimDomain::Fixed(1),
+            k: DimDomain::Fixed(1),
+        };
+        let ms: Vec<_> = ShapeBucket::split(&shape).iter().map(|b| b.m).collect();
+        assert_eq!(ms, vec![(20, 32), (33, 33)]);
     }
 }

@@ -5,6 +5,8 @@
 //! which arguments it takes in which order, how many threads and how much shared memory it
 //! needs, and how its grid follows from the problem shape.
 
+pub mod space;
+
 use crate::plan::{Plan, Shape};
 use crate::spec::ShapeSym;
 use serde::{Deserialize, Serialize};
@@ -73,7 +75,9 @@ pub enum WorkspaceRule {
     None,
     /// `split_k` f32 partial tiles of M x N, plus one u32 counter per output tile; the launcher
     /// zeroes the counters before each launch.
-    SplitK { split_k: u32 },
+    SplitK {
+        split_k: u32,
+    },
 }
 
 impl WorkspaceRule {

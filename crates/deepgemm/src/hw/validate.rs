@@ -40,7 +40,11 @@ impl Hardware {
             })
             .unwrap_or(false);
         if !arch_ok {
-            return Err(invalid("arch", &self.arch, "expected sm_<digits>[a], e.g. sm_90a"));
+            return Err(invalid(
+                "arch",
+                &self.arch,
+                "expected sm_<digits>[a], e.g. sm_90a",
+            ));
         }
         if self.compute_capability() < 70 {
             return Err(invalid("arch", &self.arch, "DeepGEMM needs sm_70 or newer"));
@@ -57,7 +61,10 @@ impl Hardware {
             ("l2_bytes", self.l2_bytes as f64),
             ("dram_bw_gbps", self.dram_bw_gbps),
             ("l2_bw_gbps", self.l2_bw_gbps),
-            ("smem_bw_bytes_per_clk_per_sm", self.smem_bw_bytes_per_clk_per_sm),
+            (
+                "smem_bw_bytes_per_clk_per_sm",
+                self.smem_bw_bytes_per_clk_per_sm,
+            ),
         ];
         for (field, value) in positive {
             if !(value.is_finite() && value > 0.0) {
@@ -65,7 +72,11 @@ impl Hardware {
             }
         }
         if self.warp_size != 32 {
-            return Err(invalid("warp_size", self.warp_size, "NVIDIA GPUs have 32-thread warps"));
+            return Err(invalid(
+                "warp_size",
+                self.warp_size,
+                "NVIDIA GPUs have 32-thread warps",
+            ));
         }
         if !(32..=255).contains(&self.max_regs_per_thread) {
             return Err(invalid(
@@ -85,7 +96,8 @@ impl Hardware {
             return Err(invalid("mma", "[]", "needs at least one instruction rate"));
         }
         for rate in &self.mma {
-            if !(rate.dense_flops_per_clk_per_sm.is_finite() && rate.dense_flops_per_clk_per_sm > 0.0)
+            if !(rate.dense_flops_per_clk_per_sm.is_finite()
+                && rate.dense_flops_per_clk_per_sm > 0.0)
             {
                 return Err(invalid(
                     "mma.dense_flops_per_clk_per_sm",
@@ -142,7 +154,9 @@ mod tests {
     #[test]
     fn missing_field_is_reported() {
         let yaml = preset("h200").unwrap().to_yaml().replace("sms: 132\n", "");
-        let e = crate::hw::Hardware::from_yaml(&yaml).unwrap_err().to_string();
+        let e = crate::hw::Hardware::from_yaml(&yaml)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sms"), "{e}");
     }
 }

@@ -91,7 +91,10 @@ pub enum Role {
     /// `f32[]`: a runtime scalar tensor.
     Scalar,
     /// An FP8 scale tensor of operand `of` with the given granularity.
-    Scale { of: String, granularity: ScaleGranularity },
+    Scale {
+        of: String,
+        granularity: ScaleGranularity,
+    },
 }
 
 /// How finely an FP8 scale tensor covers its operand.
@@ -227,7 +230,10 @@ impl Func {
 pub enum DimDomain {
     Fixed(u64),
     /// Inclusive range `lo..=hi`, lo >= 1, lo <= hi.
-    Range { lo: u64, hi: u64 },
+    Range {
+        lo: u64,
+        hi: u64,
+    },
     /// A non-empty sorted set of distinct values.
     Set(Vec<u64>),
 }
@@ -476,15 +482,18 @@ impl KernelSpec {
     }
 
     pub fn a(&self) -> &Operand {
-        self.by_role(&Role::A).expect("semantic analysis guarantees an A operand")
+        self.by_role(&Role::A)
+            .expect("semantic analysis guarantees an A operand")
     }
 
     pub fn b(&self) -> &Operand {
-        self.by_role(&Role::B).expect("semantic analysis guarantees a B operand")
+        self.by_role(&Role::B)
+            .expect("semantic analysis guarantees a B operand")
     }
 
     pub fn d(&self) -> &Operand {
-        self.by_role(&Role::D).expect("semantic analysis guarantees a D operand")
+        self.by_role(&Role::D)
+            .expect("semantic analysis guarantees a D operand")
     }
 
     pub fn c(&self) -> Option<&Operand> {
