@@ -1,0 +1,4 @@
+//! One module per `deepgemm` subcommand.
+
+pub mod check;
+pub mod targets;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The project's test command (README.md): everything that runs without a GPU.
+#
+# It installs NVRTC 13.0 (the compiler DeepGEMM uses; no GPU needed) into .cuda-tools/ when it is
+# missing, so that every generated kernel is compiled in CI, then checks formatting and lints and
+# runs all CPU tests. GPU tests (named gpu_*) are left out here: they run on the GPU machine
+# through scripts/gpu.sh and never pass without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NVRTC_DIR="$PWD/.cuda-tools/nvidia/cu13/lib"
+if [ ! -e "$NVRTC_DIR/libnvrtc.so.13" ]; then
+  echo "installing NVRTC 13.0 into .cuda-tools/ (pip package nvidia-cuda-nvrtc)"
+  python3 -m pip install --quiet --disable-pip-version-check --target .cuda-tools 'nvidia-cuda-nvrtc==13.0.*'
+fi
+export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Tests that need NVRTC fail (not skip) when it cannot be loaded here.
+export DEEPGEMM_REQUIRE_NVRTC=1
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast -E 'not test(/^gpu_/)'
+else
+  cargo test --workspace --no-fail-fast -- --skip gpu_
+fi
+# Doc tests (nextest does not run them).
+cargo test --workspace --doc
