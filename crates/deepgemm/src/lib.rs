@@ -12,3 +12,4 @@ pub mod plan;
 pub mod report;
 pub mod search;
 pub mod spec;
+pub mod suite;
