@@ -87,6 +87,24 @@ pub struct Calibration {
     pub dram_efficiency: f64,
     /// Fixed cost of one launch (driver + ramp), microseconds.
     pub launch_overhead_us: f64,
+    /// Fraction of `l2_bw_gbps` that L2 -> shared-memory copies sustain.
+    pub l2_efficiency: f64,
+    /// Fraction of `smem_bw_bytes_per_clk_per_sm` that tile copies and fragment loads sustain.
+    pub smem_efficiency: f64,
+    /// Fraction of `l2_bytes` that keeps operand panels resident from one wave to the next.
+    pub l2_resident_fraction: f64,
+    /// Resident warps per SM needed to keep its math pipes busy (one per scheduler partition).
+    pub warps_for_peak_math: f64,
+    /// Cost of one block-wide `__syncthreads` in the main loop, cycles.
+    pub syncthreads_cycles: f64,
+    /// Cost of one mbarrier wait (arrive + try_wait round) in the main loop, cycles.
+    pub mbarrier_wait_cycles: f64,
+    /// Registers per thread for addresses, loop counters and predicates.
+    pub address_regs_per_thread: u32,
+    /// Registers per thread for epilogue temporaries.
+    pub epilogue_regs_per_thread: u32,
+    /// Registers a Hopper producer warpgroup keeps after `setmaxnreg.dec`.
+    pub producer_regs_sm90: u32,
 }
 
 impl Default for Calibration {
@@ -97,6 +115,15 @@ impl Default for Calibration {
             mma_efficiency_simt: 0.70,
             dram_efficiency: 0.90,
             launch_overhead_us: 3.0,
+            l2_efficiency: 0.80,
+            smem_efficiency: 0.90,
+            l2_resident_fraction: 0.50,
+            warps_for_peak_math: 4.0,
+            syncthreads_cycles: 40.0,
+            mbarrier_wait_cycles: 20.0,
+            address_regs_per_thread: 24,
+            epilogue_regs_per_thread: 8,
+            producer_regs_sm90: 40,
         }
     }
 }

@@ -1,0 +1,166 @@
+//! Register layer: registers per thread and whether the plan spills.
+//!
+//! accumulators (TILE_M x TILE_N / math threads, one fp32 register each) + A/B fragments (double
+//! buffered across k-steps) + addresses + epilogue temporaries, against the per-thread cap: the
+//! hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the consumers' share
+//! after the producer gives registers back with `setmaxnreg`.
+
+use crate::hw::Hardware;
+use crate::plan::{Backend, Plan};
+use serde::{Deserialize, Serialize};
+
+/// Registers per thread of the threads that do the math (the consumers of a Hopper plan).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registers {
+    pub accumulators: u32,
+    pub fragments: u32,
+    pub addresses: u32,
+    pub epilogue: u32,
+    /// The sum: the `registers` observable.
+    pub total: u32,
+    /// The most a thread of this plan may use.
+    pub cap: u32,
+    /// `total > cap`: the compiler would spill to local memory.
+    pub spills: bool,
+}
+
+/// The registers a thread is charged for occupancy: allocation is in units of 8 per thread.
+pub fn allocated(per_thread: u32) -> u32 {
+    per_thread.div_ceil(8) * 8
+}
+
+pub fn analyze(plan: &Plan, hw: &Hardware) -> Registers {
+    let cal = &hw.calibration;
+    let t = plan.tile;
+    let math_threads = math_threads(plan).max(1);
+    let accumulators = (t.m * t.n).div_ceil(math_threads);
+    let fragments = match plan.backend {
+        // mma.sync m16n8k16 (and m16n8k8 for tf32): an A fragment is 4 registers per 16 rows, a
+        // B fragment 2 per 8 columns; two k-steps in flight.
+        Backend::Sm80 => {
+            let warp_m = t.m / plan.warps.warps_m.max(1);
+            let warp_n = t.n / plan.warps.warps_n.max(1);
+            2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
+        }
+        // wgmma reads A and B from shared memory through descriptors.
+        Backend::Sm90 => 0,
+        // One column of A and one row of B of the (about square) thread tile per k.
+        Backend::Simt => 2 * (accumulators as f64).sqrt().ceil() as u32,
+    };
+    let addresses = cal.address_regs_per_thread;
+    let epilogue = cal.epilogue_regs_per_thread;
+    let total = accumulators + fragments + addresses + epilogue;
+    let cap = cap(plan, hw);
+    Registers {
+        accumulators,
+        fragments,
+        addresses,
+        epilogue,
+        total,
+        cap,
+        spills: total > cap,
+    }
+}
+
+/// Threads that hold accumulators: all of them, except a Hopper plan's producer warpgroup.
+pub fn math_threads(plan: &Plan) -> u32 {
+    plan.warps.threads - plan.warps.producer_warpgroups * 128
+}
+
+/// The per-thread register limit of the math threads.
+fn cap(plan: &Plan, hw: &Hardware) -> u32 {
+    let hw_cap = hw.max_regs_per_thread;
+    if plan.backend != Backend::Sm90 || plan.warps.producer_warpgroups == 0 {
+        return hw_cap;
+    }
+    // One block per SM; the producer keeps `producer_regs_sm90`, the consumers share the rest
+    // (setmaxnreg moves registers in multiples of 8).
+    let producer_threads = plan.warps.producer_warpgroups * 128;
+    let consumer_threads = math_threads(plan).max(1);
+    let producer_regs = if hw.features.setmaxnreg {
+        hw.calibration.producer_regs_sm90
+    } else {
+        hw.regs_per_sm / plan.warps.threads.max(1)
+    };
+    let left = hw
+        .regs_per_sm
+        .saturating_sub(producer_regs * producer_threads);
+    ((left / consumer_threads) / 8 * 8).min(hw_cap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::preset;
+    use crate::plan::*;
+
+    fn sm80_plan(tm: u32, tn: u32, wm: u32, wn: u32) -> Plan {
+        Plan {
+            backend: Backend::Sm80,
+            tile: Tile {
+                m: tm,
+                n: tn,
+                k: 32,
+            },
+            warps: WarpLayout {
+                warps_m: wm,
+                warps_n: wn,
+                producer_warpgroups: 0,
+                threads: 32 * wm * wn,
+            },
+            stages: 3,
+            cluster_m: 1,
+            cluster_n: 1,
+            raster: Raster { group_m: 1 },
+            split_k: 1,
+            persistent: false,
+            smem: SmemLayout {
+                a_stage_bytes: 0,
+                b_stage_bytes: 0,
+                epilogue_bytes: 0,
+                barrier_bytes: 0,
+                swizzle: SmemSwizzle::None,
+            },
+            epilogue: EpilogueStrategy::Direct,
+            operands: OperandPath {
+                a_copy_bytes: 16,
+                b_copy_bytes: 16,
+                repack_misaligned: true,
+            },
+        }
+    }
+
+    #[test]
+    fn sm80_128x128_with_8_warps() {
+        let hw = preset("h200").unwrap();
+        let r = analyze(&sm80_plan(128, 128, 2, 4), &hw);
+        // 128*128/256 = 64 accumulators; warp tile 64x32: A 4*4, B 4*2, double buffered = 48.
+        assert_eq!(r.accumulators, 64);
+        assert_eq!(r.fragments, 48);
+        assert_eq!(r.total, 64 + 48 + 24 + 8);
+        assert_eq!(r.cap, 255);
+        assert!(!r.spills);
+    }
+
+    #[test]
+    fn one_warp_owning_128x128_spills() {
+        let hw = preset("h200").unwrap();
+        let r = analyze(&sm80_plan(128, 128, 1, 1), &hw);
+        assert_eq!(r.accumulators, 512);
+        assert!(r.spills);
+    }
+
+    #[test]
+    fn hopper_consumers_get_the_producers_registers() {
+        let hw = preset("h200").unwrap();
+        let mut plan = sm80_plan(128, 256, 2, 1);
+        plan.backend = Backend::Sm90;
+        plan.warps.producer_warpgroups = 1;
+        plan.warps.threads = 384;
+        let r = analyze(&plan, &hw);
+        // (65536 - 40 * 128) / 256 = 236 -> 232; accumulators 128*256/256 = 128.
+        assert_eq!(r.cap, 232);
+        assert_eq!(r.accumulators, 128);
+        assert_eq!(r.fragments, 0);
+    }
+}

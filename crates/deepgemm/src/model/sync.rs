@@ -1,0 +1,90 @@
+//! Synchronization layer: the barriers of the main loop and what the epilogue leaves exposed.
+//!
+//! - sm80 multistage ring: one `cp.async.wait_group` + `__syncthreads` per k-block;
+//! - SIMT: two `__syncthreads` per k-block with one stage (before and after the load), one with
+//!   two (double buffer);
+//! - sm90 producer/consumer: the consumers wait on a full-barrier and arrive on an empty-barrier
+//!   per k-block; the producer runs ahead, so only the consumers' wait is on the critical path.
+//!
+//! Other resident blocks keep the math pipes busy while one block waits, so a barrier's cost is
+//! divided by the blocks per SM. The epilogue is exposed once per wave for a one-tile-per-block
+//! kernel and only at the very end for a persistent kernel, which overlaps a tile's epilogue
+//! with the next tile's main loop.
+
+use crate::hw::Hardware;
+use crate::plan::{Backend, Plan};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BarrierKind {
+    Syncthreads,
+    Mbarrier,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sync {
+    pub kind: BarrierKind,
+    pub barriers_per_kblock: u32,
+    /// Cost of one barrier, cycles (from the hardware file's calibration).
+    pub barrier_cycles: f64,
+    /// Barriers one block passes in its main loop.
+    pub barriers_per_block: u64,
+    /// Whether a dedicated producer feeds consumers (sm90).
+    pub producer_consumer: bool,
+    /// Whether the epilogue overlaps other work (persistent kernels) or is exposed every wave.
+    pub epilogue_hidden: bool,
+    /// Barrier time on the critical path, summed over waves, microseconds.
+    pub exposed_us: f64,
+}
+
+/// Barrier pattern of a plan; `exposed_us` is filled in by the caller once waves are known.
+pub fn barriers(plan: &Plan, k_blocks: u64, hw: &Hardware) -> Sync {
+    let cal = &hw.calibration;
+    let (kind, barriers_per_kblock, barrier_cycles) = match plan.backend {
+        Backend::Sm80 => (BarrierKind::Syncthreads, 1, cal.syncthreads_cycles),
+        Backend::Simt => (
+            BarrierKind::Syncthreads,
+            if plan.stages <= 1 { 2 } else { 1 },
+            cal.syncthreads_cycles,
+        ),
+        Backend::Sm90 => (BarrierKind::Mbarrier, 1, cal.mbarrier_wait_cycles),
+    };
+    Sync {
+        kind,
+        barriers_per_kblock,
+        barrier_cycles,
+        barriers_per_block: k_blocks * barriers_per_kblock as u64,
+        producer_consumer: plan.warps.producer_warpgroups > 0,
+        epilogue_hidden: plan.persistent,
+        exposed_us: 0.0,
+    }
+}
+
+/// Barrier cycles a wave's critical path carries when `blocks_per_sm` blocks share an SM.
+pub fn exposed_cycles_per_wave(sync: &Sync, blocks_per_sm: u64) -> f64 {
+    sync.barriers_per_block as f64 * sync.barrier_cycles / blocks_per_sm.max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::preset;
+
+    #[test]
+    fn co_resident_blocks_hide_each_others_barriers() {
+        let hw = preset("h200").unwrap();
+        let sync = Sync {
+            kind: BarrierKind::Syncthreads,
+            barriers_per_kblock: 1,
+            barrier_cycles: hw.calibration.syncthreads_cycles,
+            barriers_per_block: 128,
+            producer_consumer: false,
+            epilogue_hidden: false,
+            exposed_us: 0.0,
+        };
+        let one = exposed_cycles_per_wave(&sync, 1);
+        assert_eq!(one, 128.0 * hw.calibration.syncthreads_cycles);
+        assert_eq!(exposed_cycles_per_wave(&sync, 4), one / 4.0);
+    }
+}
