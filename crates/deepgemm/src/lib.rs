@@ -9,6 +9,7 @@ pub mod dtype;
 pub mod hw;
 pub mod model;
 pub mod plan;
+pub mod reference;
 pub mod report;
 pub mod search;
 pub mod spec;

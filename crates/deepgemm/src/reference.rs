@@ -1,0 +1,1403 @@
+//! The CPU reference that every generated kernel is checked against (SPEC.md §6).
+//!
+//! [`Problem::generate`] makes fresh, seeded, non-zero inputs for a spec and a shape, already
+//! encoded in each operand's dtype and memory layout (what gets uploaded), plus an output buffer
+//! poisoned with NaN so elements a kernel never writes are caught. [`Problem::check`] recomputes
+//! the GEMM in f64 over the rounded (and, for FP8, dequantized) inputs, applies the spec's
+//! epilogue, and reports ‖D − ref‖ / ‖ref‖ against the tolerance of the spec's dtypes.
+//!
+//! Large problems (more than [`FULL_REFERENCE_MACS`] multiply-adds) are checked on a fresh random
+//! sample of whole rows and whole columns, always including the first and last of each, while
+//! every output element is still checked for poison.
+
+use crate::dtype::DType;
+use crate::plan::Shape;
+use crate::spec::{BinaryOp, Dim, Expr, Func, KernelSpec, Layout, Role, ShapeSym, UnaryOp};
+use half::{bf16, f16};
+use std::sync::OnceLock;
+use thiserror::Error;
+
+/// Above this many multiply-adds (M·N·K) the reference is computed on sampled rows and columns.
+pub const FULL_REFERENCE_MACS: u64 = 1 << 33;
+/// Rows (and columns) in the sample of a large problem, the first and last included.
+pub const SAMPLED_LINES: u64 = 64;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ReferenceError {
+    #[error("kernel `{kernel}` has no operand with role {role}")]
+    MissingOperand { kernel: String, role: &'static str },
+    #[error("operand `{operand}` has {dims} dims; the reference handles 0, 1 or 2")]
+    UnsupportedRank { operand: String, dims: usize },
+    #[error("the epilogue names `{name}`, which is neither a param nor an input of the kernel")]
+    UnknownVariable { name: String },
+    #[error("`{name}` is an operand of role {role}, which an epilogue cannot read")]
+    UnreadableVariable { name: String, role: String },
+    #[error("{call} takes {expected} arguments, got {got}")]
+    Arity {
+        call: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    #[error("the output has {got} bytes; {expected} were expected for {operand}")]
+    OutputSize {
+        operand: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("shape {shape} has a zero extent")]
+    EmptyShape { shape: Shape },
+    #[error("operand `{operand}` needs {bytes} bytes, more than this machine can address")]
+    TooLarge { operand: String, bytes: u128 },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element encodings
+// ---------------------------------------------------------------------------------------------
+
+/// Rounds `x` to the nearest value of `dtype` (ties to even; FP8 saturates to the largest finite
+/// value like `cvt.satfinite`; tf32 rounds half away from zero like `cvt.rna.tf32.f32`; integer
+/// types round and saturate).
+pub fn round_to(dtype: DType, x: f64) -> f64 {
+    decode(dtype, &encode(dtype, x))
+}
+
+/// Encodes `x` as one element of `dtype`, little-endian, rounding as [`round_to`] describes.
+pub fn encode(dtype: DType, x: f64) -> Vec<u8> {
+    let mut out = vec![0u8; dtype.size_bytes() as usize];
+    encode_into(dtype, x, &mut out);
+    out
+}
+
+fn encode_into(dtype: DType, x: f64, out: &mut [u8]) {
+    match dtype {
+        DType::F32 => out.copy_from_slice(&(x as f32).to_le_bytes()),
+        DType::Tf32 => out.copy_from_slice(&round_tf32(x as f32).to_le_bytes()),
+        DType::F16 => out.copy_from_slice(&f16::from_f64(x).to_le_bytes()),
+        DType::Bf16 => out.copy_from_slice(&bf16::from_f64(x).to_le_bytes()),
+        DType::E4m3 | DType::E5m2 => out[0] = Fp8::of(dtype).encode(x),
+        DType::I8 => out[0] = (x.round().clamp(-128.0, 127.0) as i8) as u8,
+        DType::I32 => out.copy_from_slice(
+            &(x.round().clamp(i32::MIN as f64, i32::MAX as f64) as i32).to_le_bytes(),
+        ),
+    }
+}
+
+/// Decodes one little-endian element of `dtype`.
+pub fn decode(dtype: DType, bytes: &[u8]) -> f64 {
+    match dtype {
+        DType::F32 | DType::Tf32 => f32::from_le_bytes(four(bytes)) as f64,
+        DType::F16 => f16::from_le_bytes([bytes[0], bytes[1]]).to_f64(),
+        DType::Bf16 => bf16::from_le_bytes([bytes[0], bytes[1]]).to_f64(),
+        DType::E4m3 | DType::E5m2 => Fp8::of(dtype).decode(bytes[0]),
+        DType::I8 => bytes[0] as i8 as f64,
+        DType::I32 => i32::from_le_bytes(four(bytes)) as f64,
+    }
+}
+
+fn four(bytes: &[u8]) -> [u8; 4] {
+    [bytes[0], bytes[1], bytes[2], bytes[3]]
+}
+
+/// tf32 keeps 10 mantissa bits; `cvt.rna` rounds the dropped 13 bits half away from zero.
+fn round_tf32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
+}
+
+/// The byte pattern written over an output before a run. For float types it is a NaN (all ones:
+/// a NaN in f32, f16, bf16, e4m3 and e5m2 alike); integers have no NaN, so they get 0x80808080,
+/// a value no test GEMM of small integers produces.
+pub fn poison_byte(dtype: DType) -> u8 {
+    if dtype.is_float() {
+        0xff
+    } else {
+        0x80
+    }
+}
+
+fn is_poison(dtype: DType, bytes: &[u8]) -> bool {
+    if dtype.is_float() {
+        decode(dtype, bytes).is_nan()
+    } else {
+        bytes.iter().all(|&b| b == 0x80)
+    }
+}
+
+/// An 8-bit float format: 1 sign bit, `exp_bits`, the rest mantissa.
+struct Fp8 {
+    mantissa_bits: u32,
+    bias: i32,
+    /// e5m2 keeps IEEE infinities and NaNs; e4m3 (the "fn" variant) has only S.1111.111 as NaN.
+    ieee_specials: bool,
+    /// The non-negative finite values, indexed by code (0..=0x7f, specials excluded).
+    positive: &'static [f64],
+}
+
+impl Fp8 {
+    fn of(dtype: DType) -> Fp8 {
+        static E4M3: OnceLock<Vec<f64>> = OnceLock::new();
+        static E5M2: OnceLock<Vec<f64>> = OnceLock::new();
+        let (mantissa_bits, bias, ieee_specials, table) = match dtype {
+            DType::E4m3 => (3, 7, false, &E4M3),
+            _ => (2, 15, true, &E5M2),
+        };
+        let mut format = Fp8 {
+            mantissa_bits,
+            bias,
+            ieee_specials,
+            positive: &[],
+        };
+        format.positive = table.get_or_init(|| {
+            (0u8..=0x7f)
+                .map(|code| format.decode(code))
+                .take_while(|v| v.is_finite())
+                .collect()
+        });
+        format
+    }
+
+    fn decode(&self, code: u8) -> f64 {
+        let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
+        let exp_mask = (1u32 << (7 - self.mantissa_bits)) - 1;
+        let exp = (code as u32 >> self.mantissa_bits) & exp_mask;
+        let mantissa = code as u32 & ((1 << self.mantissa_bits) - 1);
+        let scale = (1u32 << self.mantissa_bits) as f64;
+        if exp == exp_mask {
+            if self.ieee_specials {
+                return if mantissa == 0 {
+                    sign * f64::INFINITY
+                } else {
+                    f64::NAN
+                };
+            }
+            if mantissa == (1 << self.mantissa_bits) - 1 {
+                return f64::NAN;
+            }
+        }
+        let magnitude = if exp == 0 {
+            mantissa as f64 / scale * 2f64.powi(1 - self.bias)
+        } else {
+            (1.0 + mantissa as f64 / scale) * 2f64.powi(exp as i32 - self.bias)
+        };
+        sign * magnitude
+    }
+
+    fn encode(&self, x: f64) -> u8 {
+        if x.is_nan() {
+            return 0x7f;
+        }
+        let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+        let a = x.abs();
+        // The first code whose value is >= a; then pick the nearer neighbour, ties to the even code.
+        let above = self.positive.partition_point(|&v| v < a);
+        let code = if above == self.positive.len() {
+            above - 1 // saturate
+        } else if above == 0 {
+            0
+        } else {
+            let (lo, hi) = (self.positive[above - 1], self.positive[above]);
+            match (a - lo).partial_cmp(&(hi - a)) {
+                Some(std::cmp::Ordering::Less) => above - 1,
+                Some(std::cmp::Ordering::Greater) => above,
+                _ if (above - 1) % 2 == 0 => above - 1,
+                _ => above,
+            }
+        };
+        sign | code as u8
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors
+// ---------------------------------------------------------------------------------------------
+
+/// Where the elements of an operand live: logical `rows x cols` (vectors are one row, scalars
+/// 1x1), stored `row`- or `col`-major with leading dimension `ld` (in elements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    pub rows: u64,
+    pub cols: u64,
+    pub layout: Layout,
+    pub ld: u64,
+}
+
+impl Geometry {
+    /// Element offset of (r, c).
+    pub fn offset(&self, r: u64, c: u64) -> u64 {
+        match self.layout {
+            Layout::Row => r * self.ld + c,
+            Layout::Col => c * self.ld + r,
+        }
+    }
+
+    /// Contiguous elements per row (`row`) or column (`col`).
+    pub fn inner(&self) -> u64 {
+        match self.layout {
+            Layout::Row => self.cols,
+            Layout::Col => self.rows,
+        }
+    }
+
+    /// Number of rows (`row`) or columns (`col`), each `ld` elements apart.
+    pub fn outer(&self) -> u64 {
+        match self.layout {
+            Layout::Row => self.rows,
+            Layout::Col => self.cols,
+        }
+    }
+
+    /// Elements from the first to one past the last, padding between lines included.
+    pub fn storage_elems(&self) -> u64 {
+        if self.rows == 0 || self.cols == 0 {
+            return 0;
+        }
+        (self.outer() - 1) * self.ld + self.inner()
+    }
+}
+
+/// One operand on the host: encoded bytes in memory order, ready to upload.
+#[derive(Debug, Clone)]
+pub struct HostTensor {
+    pub name: String,
+    pub role: Role,
+    pub dtype: DType,
+    pub geometry: Geometry,
+    /// `geometry.storage_elems() * dtype.size_bytes()` bytes. Padding between lines holds poison,
+    /// so a kernel that reads it produces NaN.
+    pub bytes: Vec<u8>,
+}
+
+impl HostTensor {
+    /// Whether this is a matrix operand (A, B, C, D), whose leading dimension is a kernel argument.
+    pub fn is_matrix(&self) -> bool {
+        matches!(self.role, Role::A | Role::B | Role::C | Role::D)
+    }
+
+    fn element(&self, r: u64, c: u64) -> f64 {
+        let size = self.dtype.size_bytes() as usize;
+        let at = self.geometry.offset(r, c) as usize * size;
+        decode(self.dtype, &self.bytes[at..at + size])
+    }
+}
+
+fn extent(shape: Shape, sym: ShapeSym) -> u64 {
+    match sym {
+        ShapeSym::M => shape.m,
+        ShapeSym::N => shape.n,
+        ShapeSym::K => shape.k,
+    }
+}
+
+fn dim_value(shape: Shape, dim: &Dim) -> u64 {
+    match dim {
+        Dim::Sym(s) => extent(shape, *s),
+        Dim::Lit(v) => *v,
+        Dim::CeilDiv(s, b) => extent(shape, *s).div_ceil(*b),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random inputs
+// ---------------------------------------------------------------------------------------------
+
+/// SplitMix64: tiny, fast, and good enough for test data; seeded per chunk so generation is
+/// parallel and still deterministic.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [lo, hi).
+    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        let unit = (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        lo + (hi - lo) * unit
+    }
+
+    /// Uniform in 0..n.
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    SplitMix64::new(a ^ b.wrapping_mul(0xd6e8_feb8_6659_fd93)).next_u64()
+}
+
+/// A value distribution per role: data in uniform(-1, 1); FP8 scales in [0.5, 2) so dequantized
+/// values stay well inside f32 and visibly differ from the raw codes; integers in [-8, 8].
+fn sample_value(rng: &mut SplitMix64, dtype: DType, role: &Role) -> f64 {
+    match (role, dtype) {
+        (Role::Scale { .. }, _) => rng.uniform(0.5, 2.0),
+        (_, DType::I8 | DType::I32) => rng.below(17) as f64 - 8.0,
+        _ => rng.uniform(-1.0, 1.0),
+    }
+}
+
+/// Elements generated per independently seeded chunk.
+const GENERATION_CHUNK: u64 = 1 << 16;
+
+fn generate_bytes(dtype: DType, role: &Role, geometry: Geometry, seed: u64) -> Vec<u8> {
+    let size = dtype.size_bytes() as usize;
+    let mut bytes = vec![poison_byte(dtype); geometry.storage_elems() as usize * size];
+    let line_bytes = geometry.ld as usize * size;
+    let inner_bytes = geometry.inner() as usize * size;
+    if line_bytes == 0 || inner_bytes == 0 {
+        return bytes;
+    }
+    let lines_per_chunk = (GENERATION_CHUNK / geometry.inner().max(1)).max(1) as usize;
+    let chunks: Vec<&mut [u8]> = bytes.chunks_mut(line_bytes * lines_per_chunk).collect();
+    parallel_for_each(chunks, |chunk_index, chunk| {
+        let mut rng = SplitMix64::new(mix(seed, chunk_index as u64));
+        for line in chunk.chunks_mut(line_bytes) {
+            for element in line[..inner_bytes].chunks_exact_mut(size) {
+                encode_into(dtype, sample_value(&mut rng, dtype, role), element);
+            }
+        }
+    });
+    bytes
+}
+
+// ---------------------------------------------------------------------------------------------
+// Problems
+// ---------------------------------------------------------------------------------------------
+
+/// How to lay out and fill a problem's operands.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProblemOptions {
+    /// Seeds the inputs and the sample of checked rows/columns. Use a fresh one per check.
+    pub seed: u64,
+    /// Extra elements added to every matrix operand's leading dimension (1 gives ld = K+1 for a
+    /// row-major A).
+    pub ld_pad: u64,
+    /// Values of the spec's params; params not listed take their default, or a seeded random
+    /// value in [0.5, 1.5) when they have none.
+    pub params: Vec<(String, f64)>,
+}
+
+/// Inputs and an output buffer for one run of a kernel.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub shape: Shape,
+    /// Every operand, in the spec's declaration order; the output's bytes are poison.
+    pub tensors: Vec<HostTensor>,
+    /// The value of every param of the spec, in declaration order.
+    pub params: Vec<(String, f64)>,
+    seed: u64,
+    /// Problems above this many multiply-adds are checked on sampled lines.
+    full_reference_macs: u64,
+}
+
+impl Problem {
+    /// Fresh inputs for `spec` at `shape`: each element is drawn, rounded to its operand's dtype
+    /// and stored in the operand's layout; the output is all poison.
+    pub fn generate(
+        spec: &KernelSpec,
+        shape: Shape,
+        options: &ProblemOptions,
+    ) -> Result<Problem, ReferenceError> {
+        if shape.m == 0 || shape.n == 0 || shape.k == 0 {
+            return Err(ReferenceError::EmptyShape { shape });
+        }
+        let mut tensors = Vec::with_capacity(spec.operands.len());
+        for (index, operand) in spec.operands.iter().enumerate() {
+            let values: Vec<u64> = operand.dims.iter().map(|d| dim_value(shape, d)).collect();
+            let is_matrix = matches!(operand.role, Role::A | Role::B | Role::C | Role::D);
+            let (rows, cols, layout) = match values.as_slice() {
+                [] => (1, 1, Layout::Row),
+                [len] => (1, *len, Layout::Row),
+                [rows, cols] => (*rows, *cols, operand.layout),
+                _ => {
+                    return Err(ReferenceError::UnsupportedRank {
+                        operand: operand.name.clone(),
+                        dims: values.len(),
+                    })
+                }
+            };
+            let natural = match layout {
+                Layout::Row => cols,
+                Layout::Col => rows,
+            };
+            let ld = natural + if is_matrix { options.ld_pad } else { 0 };
+            let geometry = Geometry {
+                rows,
+                cols,
+                layout,
+                ld,
+            };
+            let bytes = geometry.storage_elems() as u128 * operand.dtype.size_bytes() as u128;
+            if bytes > isize::MAX as u128 {
+                return Err(ReferenceError::TooLarge {
+                    operand: operand.name.clone(),
+                    bytes,
+                });
+            }
+            let bytes = if operand.role == Role::D {
+                vec![poison_byte(operand.dtype); bytes as usize]
+            } else {
+                let seed = mix(options.seed, index as u64 + 1);
+                generate_bytes(operand.dtype, &operand.role, geometry, seed)
+            };
+            tensors.push(HostTensor {
+                name: operand.name.clone(),
+                role: operand.role.clone(),
+                dtype: operand.dtype,
+                geometry,
+                bytes,
+            });
+        }
+        let mut rng = SplitMix64::new(mix(options.seed, 0));
+        let params = spec
+            .params
+            .iter()
+            .map(|p| {
+                let random = rng.uniform(0.5, 1.5);
+                let given = options.params.iter().find(|(name, _)| name == &p.name);
+                let value = given.map(|(_, v)| *v).or(p.default).unwrap_or(random);
+                (p.name.clone(), value)
+            })
+            .collect();
+        Ok(Problem {
+            shape,
+            tensors,
+            params,
+            seed: options.seed,
+            full_reference_macs: FULL_REFERENCE_MACS,
+        })
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&HostTensor> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    fn by_role(&self, spec: &KernelSpec, role: Role) -> Result<&HostTensor, ReferenceError> {
+        let label = match role {
+            Role::A => "A",
+            Role::B => "B",
+            _ => "D",
+        };
+        self.tensors
+            .iter()
+            .find(|t| t.role == role)
+            .ok_or(ReferenceError::MissingOperand {
+                kernel: spec.name.clone(),
+                role: label,
+            })
+    }
+
+    /// The output operand (its bytes are the poison that is uploaded before a run).
+    pub fn output(&self) -> Option<&HostTensor> {
+        self.tensors.iter().find(|t| t.role == Role::D)
+    }
+
+    /// Compares `output` (the bytes of D downloaded after the run, in D's layout) with the f64
+    /// reference.
+    pub fn check(&self, spec: &KernelSpec, output: &[u8]) -> Result<Check, ReferenceError> {
+        let d = self.by_role(spec, Role::D)?;
+        if output.len() != d.bytes.len() {
+            return Err(ReferenceError::OutputSize {
+                operand: d.name.clone(),
+                expected: d.bytes.len(),
+                got: output.len(),
+            });
+        }
+        let a = self.dequantized(spec, self.by_role(spec, Role::A)?, Operand::A)?;
+        let b = self.dequantized(spec, self.by_role(spec, Role::B)?, Operand::B)?;
+        let epilogue = CompiledEpilogue::new(spec, self)?;
+        let output = HostTensor {
+            bytes: output.to_vec(),
+            ..d.clone()
+        };
+        let unwritten = count_poison(&output);
+
+        let Shape { m, n, k } = self.shape;
+        let sampled = m.saturating_mul(n).saturating_mul(k) > self.full_reference_macs;
+        let lines = if sampled {
+            let mut rng = SplitMix64::new(mix(self.seed, u64::MAX));
+            let rows = sample_lines(m, &mut rng);
+            let cols = sample_lines(n, &mut rng);
+            let mut lines: Vec<Line> = rows.into_iter().map(Line::Row).collect();
+            lines.extend(cols.into_iter().map(Line::Col));
+            lines
+        } else {
+            (0..m).map(Line::Row).collect()
+        };
+        let sums = parallel_map(&lines, |line| {
+            let mut sums = ErrorSums::default();
+            let (count, at): (u64, Box<dyn Fn(u64) -> (u64, u64)>) = match *line {
+                Line::Row(r) => (n, Box::new(move |i| (r, i))),
+                Line::Col(c) => (m, Box::new(move |i| (i, c))),
+            };
+            for i in 0..count {
+                let (r, c) = at(i);
+                let acc = dot(a.row(r), b.row(c));
+                let expected = epilogue.eval(r, c, acc);
+                let got = output.element(r, c);
+                if got.is_nan() {
+                    continue; // counted as unwritten
+                }
+                sums.diff += (got - expected) * (got - expected);
+                sums.reference += expected * expected;
+                sums.count += 1;
+            }
+            sums
+        });
+        let total = sums.into_iter().fold(ErrorSums::default(), ErrorSums::add);
+        let error = if total.reference > 0.0 {
+            (total.diff / total.reference).sqrt()
+        } else {
+            total.diff.sqrt()
+        };
+        let tolerance = tolerance(spec);
+        Ok(Check {
+            error,
+            tolerance,
+            passed: unwritten == 0 && error.is_finite() && error < tolerance,
+            unwritten,
+            checked: total.count,
+            sampled,
+        })
+    }
+
+    /// The A operand as [M][K] or B as [N][K] (both K-contiguous), dequantized by their scales.
+    fn dequantized(
+        &self,
+        spec: &KernelSpec,
+        tensor: &HostTensor,
+        which: Operand,
+    ) -> Result<DenseRows, ReferenceError> {
+        let Shape { m, n, k } = self.shape;
+        let outer = match which {
+            Operand::A => m,
+            Operand::B => n,
+        };
+        let scales: Vec<&HostTensor> = self
+            .tensors
+            .iter()
+            .filter(|t| matches!(&t.role, Role::Scale { of, .. } if *of == tensor.name))
+            .collect();
+        let scale_dims: Vec<Vec<Dim>> = scales
+            .iter()
+            .map(|s| {
+                spec.operand(&s.name)
+                    .map(|o| o.dims.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut values = vec![0f32; (outer * k) as usize];
+        let rows: Vec<&mut [f32]> = values.chunks_mut(k.max(1) as usize).collect();
+        parallel_for_each(rows, |index, row| {
+            let o = index as u64;
+            for (kk, slot) in row.iter_mut().enumerate() {
+                let kk = kk as u64;
+                // (m, k) for A; B is [K, N], so (k, n).
+                let (r, c, at) = match which {
+                    Operand::A => (o, kk, Shape::new(o, 0, kk)),
+                    Operand::B => (kk, o, Shape::new(0, o, kk)),
+                };
+                let mut value = tensor.element(r, c);
+                for (scale, dims) in scales.iter().zip(&scale_dims) {
+                    value *= scale_at(scale, dims, at);
+                }
+                *slot = value as f32;
+            }
+        });
+        Ok(DenseRows { values, len: k })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Operand {
+    A,
+    B,
+}
+
+/// The scale that applies to the element at `at` (the coordinates of the element along M, N, K):
+/// each of the scale tensor's dims picks the element's coordinate along its symbol, divided by
+/// the block size for `K/128`-style dims.
+fn scale_at(scale: &HostTensor, dims: &[Dim], at: Shape) -> f64 {
+    let index = |dim: &Dim| match dim {
+        Dim::Sym(s) => extent(at, *s),
+        Dim::CeilDiv(s, block) => extent(at, *s) / block,
+        Dim::Lit(_) => 0,
+    };
+    match dims {
+        [] => scale.element(0, 0),
+        [only] => scale.element(0, index(only)),
+        [first, second, ..] => scale.element(index(first), index(second)),
+    }
+}
+
+/// `count` values of f32 per row, rows back to back.
+struct DenseRows {
+    values: Vec<f32>,
+    len: u64,
+}
+
+impl DenseRows {
+    fn row(&self, r: u64) -> &[f32] {
+        let start = (r * self.len) as usize;
+        &self.values[start..start + self.len as usize]
+    }
+}
+
+/// f64 dot product with independent partial sums (so the compiler can vectorize it).
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    let mut partial = [0f64; 8];
+    let chunks = a.len() / 8 * 8;
+    for (x, y) in a[..chunks].chunks_exact(8).zip(b[..chunks].chunks_exact(8)) {
+        for i in 0..8 {
+            partial[i] += x[i] as f64 * y[i] as f64;
+        }
+    }
+    let tail: f64 = a[chunks..]
+        .iter()
+        .zip(&b[chunks..])
+        .map(|(x, y)| *x as f64 * *y as f64)
+        .sum();
+    partial.iter().sum::<f64>() + tail
+}
+
+enum Line {
+    Row(u64),
+    Col(u64),
+}
+
+/// Up to [`SAMPLED_LINES`] distinct indices in 0..count: the first, the last, and random others.
+fn sample_lines(count: u64, rng: &mut SplitMix64) -> Vec<u64> {
+    if count <= SAMPLED_LINES {
+        return (0..count).collect();
+    }
+    let mut chosen = vec![0, count - 1];
+    while (chosen.len() as u64) < SAMPLED_LINES {
+        let candidate = rng.below(count);
+        if !chosen.contains(&candidate) {
+            chosen.push(candidate);
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+}
+
+fn count_poison(tensor: &HostTensor) -> u64 {
+    let size = tensor.dtype.size_bytes() as usize;
+    let g = tensor.geometry;
+    let lines: Vec<u64> = (0..g.outer()).collect();
+    parallel_map(&lines, |&line| {
+        let start = (line * g.ld) as usize * size;
+        let end = start + g.inner() as usize * size;
+        tensor.bytes[start..end]
+            .chunks_exact(size)
+            .filter(|e| is_poison(tensor.dtype, e))
+            .count() as u64
+    })
+    .into_iter()
+    .sum()
+}
+
+#[derive(Default, Clone, Copy)]
+struct ErrorSums {
+    diff: f64,
+    reference: f64,
+    count: u64,
+}
+
+impl ErrorSums {
+    fn add(self, other: ErrorSums) -> ErrorSums {
+        ErrorSums {
+            diff: self.diff + other.diff,
+            reference: self.reference + other.reference,
+            count: self.count + other.count,
+        }
+    }
+}
+
+/// The outcome of comparing one run's output with the reference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Check {
+    /// ‖D − ref‖ / ‖ref‖ over the checked elements that were written.
+    pub error: f64,
+    pub tolerance: f64,
+    /// No element unwritten (or NaN) and the error below the tolerance.
+    pub passed: bool,
+    /// Output elements still holding poison (never written, or computed as NaN).
+    pub unwritten: u64,
+    /// Elements compared with the reference.
+    pub checked: u64,
+    /// Whether the reference covered sampled rows and columns instead of every element.
+    pub sampled: bool,
+}
+
+/// The relative-error threshold of SPEC.md §6 for the spec's input dtypes, loosened to the
+/// rounding of its output dtype when that is coarser.
+pub fn tolerance(spec: &KernelSpec) -> f64 {
+    let input = |dtype: DType| match dtype {
+        DType::F32 => 1e-5,
+        DType::Tf32 => 1e-3,
+        DType::F16 | DType::Bf16 | DType::E4m3 | DType::E5m2 => 1e-2,
+        DType::I8 | DType::I32 => 1e-9,
+    };
+    // An FP8 output keeps 2-3 mantissa bits: its rounding alone is a few percent.
+    let output = |dtype: DType| match dtype {
+        DType::F16 | DType::Bf16 => 1e-2,
+        DType::E4m3 | DType::E5m2 => 6e-2,
+        _ => 0.0,
+    };
+    let operands = spec
+        .operands
+        .iter()
+        .filter(|o| matches!(o.role, Role::A | Role::B));
+    let inputs = operands.map(|o| input(o.dtype)).fold(0.0, f64::max);
+    spec.operands
+        .iter()
+        .filter(|o| o.role == Role::D)
+        .map(|o| output(o.dtype))
+        .fold(inputs, f64::max)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Epilogue
+// ---------------------------------------------------------------------------------------------
+
+/// The epilogue with every name resolved to where its value comes from.
+struct CompiledEpilogue<'a> {
+    root: Node<'a>,
+}
+
+enum Node<'a> {
+    Acc,
+    Constant(f64),
+    /// A vector along N (one value per column) or M (one per row).
+    PerCol(&'a HostTensor),
+    PerRow(&'a HostTensor),
+    Matrix(&'a HostTensor),
+    Neg(Box<Node<'a>>),
+    Binary(BinaryOp, Box<Node<'a>>, Box<Node<'a>>),
+    Call(Func, Vec<Node<'a>>),
+    Cast(DType, Box<Node<'a>>),
+}
+
+impl<'a> CompiledEpilogue<'a> {
+    fn new(spec: &KernelSpec, problem: &'a Problem) -> Result<Self, ReferenceError> {
+        Ok(CompiledEpilogue {
+            root: resolve(&spec.epilogue.expr, problem)?,
+        })
+    }
+
+    fn eval(&self, r: u64, c: u64, acc: f64) -> f64 {
+        eval(&self.root, r, c, acc)
+    }
+}
+
+fn resolve<'a>(expr: &Expr, problem: &'a Problem) -> Result<Node<'a>, ReferenceError> {
+    let boxed = |e: &Expr| resolve(e, problem).map(Box::new);
+    Ok(match expr {
+        Expr::Acc => Node::Acc,
+        Expr::Number(v) => Node::Constant(*v),
+        Expr::Var(name) => {
+            if let Some((_, v)) = problem.params.iter().find(|(p, _)| p == name) {
+                Node::Constant(*v)
+            } else {
+                let tensor = problem
+                    .tensor(name)
+                    .ok_or_else(|| ReferenceError::UnknownVariable { name: name.clone() })?;
+                match tensor.role {
+                    Role::Scalar => Node::Constant(tensor.element(0, 0)),
+                    Role::ColVector => Node::PerCol(tensor),
+                    Role::RowVector => Node::PerRow(tensor),
+                    Role::C => Node::Matrix(tensor),
+                    ref role => {
+                        return Err(ReferenceError::UnreadableVariable {
+                            name: name.clone(),
+                            role: format!("{role:?}"),
+                        })
+                    }
+                }
+            }
+        }
+        Expr::Unary(UnaryOp::Neg, e) => Node::Neg(boxed(e)?),
+        Expr::Binary(op, l, r) => Node::Binary(*op, boxed(l)?, boxed(r)?),
+        Expr::Call(func, args) => {
+            if args.len() != func.arity() {
+                return Err(ReferenceError::Arity {
+                    call: func.name(),
+                    expected: func.arity(),
+                    got: args.len(),
+                });
+            }
+            let args = args
+                .iter()
+                .map(|a| resolve(a, problem))
+                .collect::<Result<_, _>>()?;
+            Node::Call(*func, args)
+        }
+        Expr::Cast(dtype, e) => Node::Cast(*dtype, boxed(e)?),
+    })
+}
+
+fn eval(node: &Node, r: u64, c: u64, acc: f64) -> f64 {
+    let ev = |n: &Node| eval(n, r, c, acc);
+    match node {
+        Node::Acc => acc,
+        Node::Constant(v) => *v,
+        Node::PerCol(t) => t.element(0, c),
+        Node::PerRow(t) => t.element(0, r),
+        Node::Matrix(t) => t.element(r, c),
+        Node::Neg(e) => -ev(e),
+        Node::Binary(op, l, rhs) => {
+            let (x, y) = (ev(l), ev(rhs));
+            match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div => x / y,
+            }
+        }
+        Node::Call(func, args) => {
+            let v: Vec<f64> = args.iter().map(ev).collect();
+            apply(*func, &v)
+        }
+        Node::Cast(dtype, e) => round_to(*dtype, ev(e)),
+    }
+}
+
+/// The epilogue functions in f64. `gelu` is the exact erf form, `gelu_tanh` the tanh
+/// approximation (PyTorch's `approximate="tanh"`).
+pub fn apply(func: Func, v: &[f64]) -> f64 {
+    let x = v[0];
+    match func {
+        Func::Relu => x.max(0.0),
+        Func::Gelu => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        Func::GeluTanh => {
+            let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            0.5 * x * (1.0 + inner.tanh())
+        }
+        Func::Silu => x / (1.0 + (-x).exp()),
+        Func::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Func::Tanh => x.tanh(),
+        Func::Min => x.min(v[1]),
+        Func::Max => x.max(v[1]),
+        Func::Clamp => x.max(v[1]).min(v[2]),
+        Func::Abs => x.abs(),
+    }
+}
+
+/// The error function to ~1e-15: its Taylor series below 2, the continued fraction of erfc above.
+pub fn erf(x: f64) -> f64 {
+    let a = x.abs();
+    let magnitude = if a < 2.0 {
+        // erf(x) = 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
+        let (mut term, mut sum, x2) = (a, a, a * a);
+        for n in 1..60 {
+            term *= -x2 / n as f64;
+            let next = term / (2 * n + 1) as f64;
+            sum += next;
+            if next.abs() < 1e-17 * sum.abs() {
+                break;
+            }
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else if a < 6.0 {
+        // erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + 2/(x + ...)))))
+        let mut tail = a;
+        for n in (1..=80).rev() {
+            tail = a + (n as f64 / 2.0) / tail;
+        }
+        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / tail
+    } else {
+        1.0
+    };
+    magnitude.copysign(x)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parallelism
+// ---------------------------------------------------------------------------------------------
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Calls `work(index, item)` for every item, spread over all cores.
+fn parallel_for_each<T: Send>(items: Vec<T>, work: impl Fn(usize, T) + Sync) {
+    let per_thread = items.len().div_ceil(threads()).max(1);
+    let mut items: Vec<(usize, T)> = items.into_iter().enumerate().collect();
+    std::thread::scope(|scope| {
+        while !items.is_empty() {
+            let rest = items.split_off(per_thread.min(items.len()));
+            let batch = std::mem::replace(&mut items, rest);
+            let work = &work;
+            scope.spawn(move || batch.into_iter().for_each(|(i, item)| work(i, item)));
+        }
+    });
+}
+
+/// `items.iter().map(work)` spread over all cores, in order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let per_thread = items.len().div_ceil(threads()).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(per_thread)
+            .map(|chunk| {
+                let work = &work;
+                scope.spawn(move || chunk.iter().map(work).collect::<Vec<R>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("reference worker threads do not panic"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::preset;
+    use crate::spec::DimDomain;
+    use crate::spec::{
+        Direction, Epilogue, KernelSpec, Operand as SpecOperand, Param, ScaleGranularity,
+        ShapeSpec, TargetRef,
+    };
+
+    fn matrix(
+        name: &str,
+        dtype: DType,
+        dims: [ShapeSym; 2],
+        layout: Layout,
+        role: Role,
+    ) -> SpecOperand {
+        SpecOperand {
+            name: name.into(),
+            direction: if role == Role::D {
+                Direction::Output
+            } else {
+                Direction::Input
+            },
+            dtype,
+            dims: dims.iter().map(|s| Dim::Sym(*s)).collect(),
+            layout,
+            role,
+        }
+    }
+
+    /// D = epilogue(A·B) with the given dtypes and layouts.
+    fn spec(input: DType, output: DType, layouts: [Layout; 3], expr: Expr) -> KernelSpec {
+        use ShapeSym::*;
+        KernelSpec {
+            name: "t".into(),
+            target: TargetRef::Preset("h200".into()),
+            hardware: preset("h200").expect("h200 preset exists"),
+            operands: vec![
+                matrix("A", input, [M, K], layouts[0], Role::A),
+                matrix("B", input, [K, N], layouts[1], Role::B),
+                matrix("D", output, [M, N], layouts[2], Role::D),
+            ],
+            params: vec![],
+            accumulate: DType::F32,
+            epilogue: Epilogue {
+                output: "D".into(),
+                expr,
+            },
+            shape: ShapeSpec {
+                m: DimDomain::Fixed(1),
+                n: DimDomain::Fixed(1),
+                k: DimDomain::Fixed(1),
+            },
+            constraints: vec![],
+            tiling: vec![],
+        }
+    }
+
+    /// A naive f64 GEMM + epilogue straight from the encoded tensors: the oracle for `check`.
+    fn naive_output(
+        spec: &KernelSpec,
+        p: &Problem,
+        perturb: impl Fn(u64, u64, f64) -> f64,
+    ) -> Vec<u8> {
+        let (a, b) = (p.tensor("A").unwrap(), p.tensor("B").unwrap());
+        let d = p.output().unwrap();
+        let epilogue = CompiledEpilogue::new(spec, p).unwrap();
+        let size = d.dtype.size_bytes() as usize;
+        let mut out = d.bytes.clone();
+        for r in 0..p.shape.m {
+            for c in 0..p.shape.n {
+                let acc: f64 = (0..p.shape.k)
+                    .map(|k| a.element(r, k) * b.element(k, c))
+                    .sum();
+                let at = d.geometry.offset(r, c) as usize * size;
+                let v = perturb(r, c, epilogue.eval(r, c, acc));
+                encode_into(d.dtype, v, &mut out[at..at + size]);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fp8_codes_round_trip_and_round_to_nearest() {
+        for dtype in [DType::E4m3, DType::E5m2] {
+            for code in 0u8..=255 {
+                let v = decode(dtype, &[code]);
+                if v.is_finite() && !(v == 0.0 && code == 0x80) {
+                    assert_eq!(encode(dtype, v), vec![code], "{dtype} code {code:#x}");
+                }
+            }
+        }
+        assert_eq!(decode(DType::E4m3, &[0x7e]), 448.0);
+        assert_eq!(decode(DType::E5m2, &[0x7b]), 57344.0);
+        assert!(decode(DType::E4m3, &[0x7f]).is_nan());
+        assert_eq!(decode(DType::E5m2, &[0x7c]), f64::INFINITY);
+        // Saturation, ties to even (1.0 and 1.125 are neighbours in e4m3; 1.0625 is the tie).
+        assert_eq!(round_to(DType::E4m3, 1e6), 448.0);
+        assert_eq!(round_to(DType::E4m3, 1.0625), 1.0);
+        assert_eq!(round_to(DType::E4m3, 1.07), 1.125);
+        assert_eq!(round_to(DType::E4m3, -0.3), -0.3125);
+        // Smallest e4m3 subnormal is 2^-9.
+        assert_eq!(decode(DType::E4m3, &[0x01]), 2f64.powi(-9));
+    }
+
+    #[test]
+    fn other_dtypes_round_as_the_hardware_does() {
+        assert_eq!(round_to(DType::Bf16, 1.0 + 2f64.powi(-9)), 1.0); // tie to even
+        assert_eq!(
+            round_to(DType::F16, 1.0 + 3.0 * 2f64.powi(-11)),
+            1.0 + 2f64.powi(-9)
+        );
+        assert_eq!(
+            round_to(DType::Tf32, 1.0 + 2f64.powi(-11)),
+            1.0 + 2f64.powi(-10)
+        ); // half away
+        assert_eq!(round_to(DType::I8, 300.0), 127.0);
+        assert_eq!(round_to(DType::F32, 0.1), 0.1f32 as f64);
+    }
+
+    #[test]
+    fn erf_matches_known_values() {
+        for (x, want) in [
+            (0.0, 0.0),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (3.0, 0.999_977_909_503_001_4),
+            (-1.5, -0.966_105_146_475_310_7),
+        ] {
+            assert!(
+                (erf(x) - want).abs() < 1e-14,
+                "erf({x}) = {} not {want}",
+                erf(x)
+            );
+        }
+    }
+
+    #[test]
+    fn poison_is_nan_in_every_float_dtype() {
+        for dtype in DType::ALL.into_iter().filter(|d| d.is_float()) {
+            let bytes = vec![poison_byte(dtype); dtype.size_bytes() as usize];
+            assert!(is_poison(dtype, &bytes), "{dtype}");
+            assert!(!is_poison(dtype, &encode(dtype, 0.5)), "{dtype}");
+        }
+        assert!(is_poison(DType::I32, &[0x80; 4]));
+    }
+
+    #[test]
+    fn inputs_are_seeded_rounded_padded_and_non_zero() {
+        let s = spec(
+            DType::Bf16,
+            DType::F32,
+            [Layout::Col, Layout::Row, Layout::Row],
+            Expr::Acc,
+        );
+        let options = ProblemOptions {
+            seed: 7,
+            ld_pad: 3,
+            params: vec![],
+        };
+        let p = Problem::generate(&s, Shape::new(5, 6, 7), &options).unwrap();
+        let again = Problem::generate(&s, Shape::new(5, 6, 7), &options).unwrap();
+        let other = Problem::generate(
+            &s,
+            Shape::new(5, 6, 7),
+            &ProblemOptions {
+                seed: 8,
+                ..options.clone()
+            },
+        )
+        .unwrap();
+        let a = p.tensor("A").unwrap();
+        // A is col-major [5, 7]: 7 columns of 5 + 3 padding.
+        assert_eq!(a.geometry.ld, 8);
+        assert_eq!(a.bytes.len(), (6 * 8 + 5) * 2);
+        assert_eq!(a.bytes, again.tensor("A").unwrap().bytes);
+        assert_ne!(a.bytes, other.tensor("A").unwrap().bytes);
+        // Padding between columns is poison; the elements are bf16 values in (-1, 1), not all 0.
+        assert!(decode(DType::Bf16, &a.bytes[10..12]).is_nan());
+        let values: Vec<f64> = (0..5)
+            .flat_map(|r| (0..7).map(move |c| (r, c)))
+            .map(|(r, c)| a.element(r, c))
+            .collect();
+        assert!(values
+            .iter()
+            .all(|v| v.abs() < 1.0 && round_to(DType::Bf16, *v) == *v));
+        assert!(values.iter().any(|v| *v != 0.0));
+        // The output is all poison.
+        assert_eq!(count_poison(p.output().unwrap()), 30);
+    }
+
+    #[test]
+    fn exact_output_passes_and_errors_are_caught() {
+        use Layout::*;
+        for layouts in [[Row, Col, Row], [Col, Row, Col], [Row, Row, Row]] {
+            let s = spec(DType::F16, DType::F32, layouts, Expr::Acc);
+            let options = ProblemOptions {
+                seed: 1,
+                ld_pad: 1,
+                params: vec![],
+            };
+            let p = Problem::generate(&s, Shape::new(9, 11, 13), &options).unwrap();
+            let good = p.check(&s, &naive_output(&s, &p, |_, _, v| v)).unwrap();
+            assert!(good.passed && good.error < 1e-7, "{layouts:?}: {good:?}");
+            assert_eq!(good.checked, 99);
+            assert!(!good.sampled);
+            // One element off by 50% of its value fails a 1e-2 tolerance on 99 elements? The norm
+            // of 99 values dilutes it; use a systematic 2% error instead.
+            let bad = p
+                .check(&s, &naive_output(&s, &p, |_, _, v| v * 1.02))
+                .unwrap();
+            assert!(!bad.passed && (bad.error - 0.02).abs() < 1e-3, "{bad:?}");
+            // The poisoned output fails with every element unwritten.
+            let untouched = p.check(&s, &p.output().unwrap().bytes).unwrap();
+            assert_eq!(untouched.unwritten, 99);
+            assert!(!untouched.passed);
+        }
+    }
+
+    #[test]
+    fn one_unwritten_element_fails_the_check() {
+        let s = spec(DType::F32, DType::F32, [Layout::Row; 3], Expr::Acc);
+        let p = Problem::generate(&s, Shape::new(4, 4, 4), &ProblemOptions::default()).unwrap();
+        let out = naive_output(
+            &s,
+            &p,
+            |r, c, v| if (r, c) == (3, 2) { f64::NAN } else { v },
+        );
+        let check = p.check(&s, &out).unwrap();
+        assert_eq!(check.unwritten, 1);
+        assert!(!check.passed);
+        assert!(check.error < 1e-7);
+    }
+
+    #[test]
+    fn epilogue_with_params_vectors_and_c() {
+        use ShapeSym::*;
+        let mut s = spec(
+            DType::Bf16,
+            DType::Bf16,
+            [Layout::Row, Layout::Col, Layout::Row],
+            Expr::Call(
+                Func::Gelu,
+                vec![Expr::Binary(
+                    BinaryOp::Add,
+                    Box::new(Expr::Binary(
+                        BinaryOp::Add,
+                        Box::new(Expr::Binary(
+                            BinaryOp::Mul,
+                            Box::new(Expr::Var("alpha".into())),
+                            Box::new(Expr::Acc),
+                        )),
+                        Box::new(Expr::Binary(
+                            BinaryOp::Mul,
+                            Box::new(Expr::Var("beta".into())),
+                            Box::new(Expr::Var("C".into())),
+                        )),
+                    )),
+                    Box::new(Expr::Var("bias".into())),
+                )],
+            ),
+        );
+        s.operands
+            .push(matrix("C", DType::Bf16, [M, N], Layout::Col, Role::C));
+        s.operands.push(SpecOperand {
+            name: "bias".into(),
+            direction: Direction::Input,
+            dtype: DType::Bf16,
+            dims: vec![Dim::Sym(N)],
+            layout: Layout::Row,
+            role: Role::ColVector,
+        });
+        s.params = vec![
+            Param {
+                name: "alpha".into(),
+                dtype: DType::F32,
+                default: Some(1.0),
+            },
+            Param {
+                name: "beta".into(),
+                dtype: DType::F32,
+                default: None,
+            },
+        ];
+        let options = ProblemOptions {
+            seed: 3,
+            ld_pad: 0,
+            params: vec![("alpha".into(), 1.5)],
+        };
+        let p = Problem::generate(&s, Shape::new(6, 5, 40), &options).unwrap();
+        assert_eq!(p.params[0], ("alpha".into(), 1.5));
+        let beta = p.params[1].1;
+        assert!((0.5..1.5).contains(&beta));
+        // Check one element by hand.
+        let (a, b, c, bias) = (
+            p.tensor("A").unwrap(),
+            p.tensor("B").unwrap(),
+            p.tensor("C").unwrap(),
+            p.tensor("bias").unwrap(),
+        );
+        let acc: f64 = (0..40).map(|k| a.element(2, k) * b.element(k, 4)).sum();
+        let x = 1.5 * acc + beta * c.element(2, 4) + bias.element(0, 4);
+        let want = 0.5 * x * (1.0 + erf(x / 2f64.sqrt()));
+        let e = CompiledEpilogue::new(&s, &p).unwrap();
+        assert!((e.eval(2, 4, acc) - want).abs() < 1e-12);
+        let check = p.check(&s, &naive_output(&s, &p, |_, _, v| v)).unwrap();
+        assert!(check.passed && check.error < 4e-3, "{check:?}");
+    }
+
+    #[test]
+    fn unknown_epilogue_variable_is_an_error() {
+        let s = spec(
+            DType::F32,
+            DType::F32,
+            [Layout::Row; 3],
+            Expr::Var("gamma".into()),
+        );
+        let p = Problem::generate(&s, Shape::new(2, 2, 2), &ProblemOptions::default()).unwrap();
+        let err = p.check(&s, &p.output().unwrap().bytes).unwrap_err();
+        assert_eq!(
+            err,
+            ReferenceError::UnknownVariable {
+                name: "gamma".into()
+            }
+        );
+    }
+
+    #[test]
+    fn fp8_block_scales_are_applied() {
+        use ShapeSym::*;
+        let mut s = spec(
+            DType::E4m3,
+            DType::Bf16,
+            [Layout::Row, Layout::Col, Layout::Row],
+            Expr::Acc,
+        );
+        s.operands.push(SpecOperand {
+            name: "sa".into(),
+            direction: Direction::Input,
+            dtype: DType::F32,
+            dims: vec![Dim::Sym(M), Dim::CeilDiv(K, 128)],
+            layout: Layout::Row,
+            role: Role::Scale {
+                of: "A".into(),
+                granularity: ScaleGranularity::Block1x128,
+            },
+        });
+        s.operands.push(SpecOperand {
+            name: "sb".into(),
+            direction: Direction::Input,
+            dtype: DType::F32,
+            dims: vec![Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)],
+            layout: Layout::Row,
+            role: Role::Scale {
+                of: "B".into(),
+                granularity: ScaleGranularity::Block128x128,
+            },
+        });
+        let p = Problem::generate(
+            &s,
+            Shape::new(3, 130, 300),
+            &ProblemOptions {
+                seed: 5,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let (a, b, sa, sb) = (
+            p.tensor("A").unwrap(),
+            p.tensor("B").unwrap(),
+            p.tensor("sa").unwrap(),
+            p.tensor("sb").unwrap(),
+        );
+        assert_eq!((sa.geometry.rows, sa.geometry.cols), (3, 3));
+        assert_eq!((sb.geometry.rows, sb.geometry.cols), (2, 3));
+        let (r, c) = (1, 129);
+        let acc: f64 = (0..300)
+            .map(|k| {
+                a.element(r, k)
+                    * sa.element(r, k / 128)
+                    * b.element(k, c)
+                    * sb.element(c / 128, k / 128)
+            })
+            .sum();
+        let a_rows = p.dequantized(&s, a, Operand::A).unwrap();
+        let b_rows = p.dequantized(&s, b, Operand::B).unwrap();
+        let got = dot(a_rows.row(r), b_rows.row(c));
+        assert!(
+            (got - acc).abs() < 1e-5 * acc.abs().max(1.0),
+            "{got} vs {acc}"
+        );
+    }
+
+    #[test]
+    fn large_problems_are_sampled_but_fully_poison_checked() {
+        // A small problem with the sampling threshold lowered below its size.
+        let s = spec(
+            DType::Bf16,
+            DType::F32,
+            [Layout::Row, Layout::Col, Layout::Row],
+            Expr::Acc,
+        );
+        let shape = Shape::new(100, 80, 16);
+        let mut p = Problem::generate(
+            &s,
+            shape,
+            &ProblemOptions {
+                seed: 11,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        p.full_reference_macs = 100 * 80 * 16 - 1;
+        let mut out = p.output().unwrap().bytes.clone();
+        // Write every element but one, which may or may not lie on a sampled line: it is
+        // counted as unwritten either way.
+        for chunk in out.chunks_exact_mut(4) {
+            chunk.copy_from_slice(&1.0f32.to_le_bytes());
+        }
+        out[4 * (50 * 80 + 33)..4 * (50 * 80 + 34)].copy_from_slice(&f32::NAN.to_le_bytes());
+        let check = p.check(&s, &out).unwrap();
+        assert!(check.sampled);
+        assert_eq!(check.unwritten, 1);
+        // 64 sampled rows of 80 and 64 sampled columns of 100, less the NaN where it was sampled.
+        assert!((64 * 80 + 64 * 100 - 2..=64 * 80 + 64 * 100).contains(&check.checked));
+        assert!(!check.passed);
+    }
+
+    #[test]
+    fn sampled_lines_include_first_and_last() {
+        let mut rng = SplitMix64::new(9);
+        let lines = sample_lines(1000, &mut rng);
+        assert_eq!(lines.len(), 64);
+        assert_eq!((lines[0], lines[63]), (0, 999));
+        assert!(lines.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(sample_lines(5, &mut rng), vec![0, 1, 2, 3, 4]);
+    }
+}
