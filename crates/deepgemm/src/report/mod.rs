@@ -1,1 +1,500 @@
 //! analysis.md / analysis.json: what the model and search decided, for humans and tools.
+//!
+//! [`Analysis::new`] builds the report from a [`SearchResult`]; [`render_markdown`] prints it
+//! for `deepgemm explain` and `analysis.md`; `serde_json::to_string_pretty(&analysis)` gives
+//! `analysis.json` / `explain --json`.
+//!
+//! # JSON schema (`schema_version` 1; fields are only ever added)
+//!
+//! ```text
+//! {
+//!   "schema_version": 1,
+//!   "kernel": "mlp_up",
+//!   "hardware": {                     // the assumptions every number below rests on
+//!     "name", "arch", "sms", "clock_mhz",
+//!     "dram_bw_gbps", "l2_bw_gbps", "l2_bytes", "smem_per_block_bytes", "regs_per_sm",
+//!     "max_regs_per_thread",
+//!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency" } ],
+//!     "calibration": { ...the hardware file's calibration block... }
+//!   },
+//!   "generated_backends": ["sm80", "simt"],
+//!   "note": "sm90 plans are predicted but not generated yet",
+//!   "constraints": ["registers <= 255", ...],
+//!   "buckets": [ {
+//!     "bucket": { "m": [lo, hi], "n": [lo, hi], "k": [lo, hi] },
+//!     "shape": { "m", "n", "k" },     // the shape planned for (the bucket's largest)
+//!     "enumerated": 4102, "enumerated_by_backend": [["sm90", 2688], ...], "feasible": 1210,
+//!     "pruning": [ { "rule", "kind": "tiling|hardware|constraint", "violated", "removed" } ],
+//!     "winner": {
+//!       "label", "plan": {...Plan...}, "prediction": {...model::Prediction, all four layers...},
+//!       "bound_by": "compute", "layer": "scheduling",
+//!       "margin_over_runner_up": 0.031,  // runner-up time / winner time - 1 (null if alone)
+//!       "why": "..."
+//!     },
+//!     "candidates": [ { "rank", "label", "predicted_us", "tflops", "bottleneck", "smem_bytes",
+//!                       "registers", "occupancy", "waves", "note" } ],
+//!     "model_only": [ ...same rows, backends without a generator... ]
+//!   } ]
+//! }
+//! ```
+
+use crate::codegen::space::GENERATED_BACKENDS;
+use crate::hw::{Calibration, Hardware};
+use crate::model::{schedule, Bottleneck, Prediction};
+use crate::plan::{Backend, Plan, Shape, ShapeBucket};
+use crate::search::{bucket_text, Candidate, PruneCount, SearchResult};
+use crate::spec::KernelSpec;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    pub schema_version: u32,
+    pub kernel: String,
+    pub hardware: HardwareAssumptions,
+    pub generated_backends: Vec<Backend>,
+    /// What the reader should know about the candidate set (model-only backends).
+    pub note: String,
+    pub constraints: Vec<String>,
+    pub buckets: Vec<BucketAnalysis>,
+}
+
+/// The hardware figures and calibration the predictions used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HardwareAssumptions {
+    pub name: String,
+    pub arch: String,
+    pub sms: u32,
+    pub clock_mhz: u32,
+    pub dram_bw_gbps: f64,
+    pub l2_bw_gbps: f64,
+    pub l2_bytes: u64,
+    pub smem_per_block_bytes: u32,
+    pub regs_per_sm: u32,
+    pub max_regs_per_thread: u32,
+    /// The math rate of every backend that can run the spec's inputs.
+    pub math: Vec<MathAssumption>,
+    pub calibration: Calibration,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MathAssumption {
+    pub backend: Backend,
+    pub dtype: String,
+    pub instruction: String,
+    pub peak_tflops: f64,
+    pub efficiency: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BucketAnalysis {
+    pub bucket: ShapeBucket,
+    pub shape: Shape,
+    pub enumerated: usize,
+    pub enumerated_by_backend: Vec<(Backend, usize)>,
+    pub feasible: usize,
+    pub pruning: Vec<PruneCount>,
+    pub winner: Winner,
+    pub candidates: Vec<CandidateRow>,
+    pub model_only: Vec<CandidateRow>,
+}
+
+/// The chosen plan with the full four-layer prediction and why it won.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Winner {
+    pub label: String,
+    pub plan: Plan,
+    pub prediction: Prediction,
+    pub bound_by: Bottleneck,
+    /// The model layer of `bound_by`.
+    pub layer: String,
+    /// Runner-up's predicted time / winner's - 1; `None` with a single feasible plan.
+    pub margin_over_runner_up: Option<f64>,
+    pub why: String,
+}
+
+/// One line of the candidate table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRow {
+    pub rank: usize,
+    pub label: String,
+    pub predicted_us: f64,
+    pub tflops: f64,
+    pub bottleneck: Bottleneck,
+    pub smem_bytes: u32,
+    pub registers: u32,
+    pub occupancy: u32,
+    pub waves: f64,
+    /// The trade-off against the winner, in words.
+    pub note: String,
+}
+
+impl Analysis {
+    /// The report for `result`, showing the `top` best candidates per bucket.
+    pub fn new(spec: &KernelSpec, result: &SearchResult, top: usize) -> Analysis {
+        let hw = &spec.hardware;
+        let math = Backend::ALL
+            .into_iter()
+            .filter(|&b| crate::search::space::backend_runs(spec, b))
+            .map(|b| {
+                let rate = schedule::math_rate(hw, spec.a().dtype, b);
+                MathAssumption {
+                    backend: b,
+                    dtype: schedule::math_dtype(spec.a().dtype, b).to_string(),
+                    peak_tflops: rate.peak_tflops(hw),
+                    instruction: rate.instruction,
+                    efficiency: rate.efficiency,
+                }
+            })
+            .collect();
+        let model_only: Vec<&str> = Backend::ALL
+            .into_iter()
+            .filter(|b| !GENERATED_BACKENDS.contains(b))
+            .map(|b| b.name())
+            .collect();
+        Analysis {
+            schema_version: SCHEMA_VERSION,
+            kernel: result.kernel.clone(),
+            hardware: assumptions(hw, math),
+            generated_backends: GENERATED_BACKENDS.to_vec(),
+            note: format!(
+                "{} plans are enumerated and predicted but not generated yet; the winner is the best plan of {}",
+                model_only.join(", "),
+                GENERATED_BACKENDS.map(|b| b.name()).join(" or ")
+            ),
+            constraints: spec.constraints.iter().map(|c| c.text.clone()).collect(),
+            buckets: result
+                .buckets
+                .iter()
+                .map(|b| {
+                    let winner = &b.candidates[0];
+                    BucketAnalysis {
+                        bucket: b.bucket,
+                        shape: b.shape,
+                        enumerated: b.enumerated,
+                        enumerated_by_backend: b.enumerated_by_backend.clone(),
+                        feasible: b.feasible,
+                        pruning: b.pruned.clone(),
+                        winner: explain_winner(winner, b.candidates.get(1)),
+                        candidates: rows(&b.candidates, top, winner),
+                        model_only: rows(&b.model_only, top.min(3), winner),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+fn assumptions(hw: &Hardware, math: Vec<MathAssumption>) -> HardwareAssumptions {
+    HardwareAssumptions {
+        name: hw.name.clone(),
+        arch: hw.arch.clone(),
+        sms: hw.sms,
+        clock_mhz: hw.clock_mhz,
+        dram_bw_gbps: hw.dram_bw_gbps,
+        l2_bw_gbps: hw.l2_bw_gbps,
+        l2_bytes: hw.l2_bytes,
+        smem_per_block_bytes: hw.smem_per_block_bytes,
+        regs_per_sm: hw.regs_per_sm,
+        max_regs_per_thread: hw.max_regs_per_thread,
+        math,
+        calibration: hw.calibration.clone(),
+    }
+}
+
+fn rows(candidates: &[Candidate], top: usize, winner: &Candidate) -> Vec<CandidateRow> {
+    candidates
+        .iter()
+        .take(top)
+        .enumerate()
+        .map(|(i, c)| {
+            let p = &c.prediction;
+            CandidateRow {
+                rank: i + 1,
+                label: c.label.clone(),
+                predicted_us: p.time_us,
+                tflops: p.tflops,
+                bottleneck: p.bottleneck,
+                smem_bytes: c.plan.smem_bytes(),
+                registers: p.registers.total,
+                occupancy: p.schedule.occupancy.blocks_per_sm,
+                waves: p.schedule.waves.waves,
+                note: trade_off(c, winner),
+            }
+        })
+        .collect()
+}
+
+/// What distinguishes `c` from the winner, biggest effect first.
+fn trade_off(c: &Candidate, winner: &Candidate) -> String {
+    if c.label == winner.label {
+        return "chosen".to_string();
+    }
+    let (p, w) = (&c.prediction, &winner.prediction);
+    let mut notes = Vec::new();
+    let slower = p.time_us / w.time_us - 1.0;
+    if slower.abs() < 1e-9 {
+        notes.push("ties the winner (ranked by label)".to_string());
+    } else {
+        notes.push(format!("{:+.1}% time", slower * 100.0));
+    }
+    if p.bottleneck != w.bottleneck {
+        notes.push(format!("{}-bound", p.bottleneck));
+    }
+    if p.schedule.waves.launched != w.schedule.waves.launched
+        || (p.schedule.waves.waves - w.schedule.waves.waves).abs() > 0.05
+    {
+        notes.push(format!(
+            "{:.2} waves vs {:.2}",
+            p.schedule.waves.waves, w.schedule.waves.waves
+        ));
+    }
+    let dram = p.movement.dram_bytes / w.movement.dram_bytes - 1.0;
+    if dram.abs() > 0.05 {
+        notes.push(format!("{:+.0}% DRAM bytes", dram * 100.0));
+    }
+    if p.breakdown.repack_us > 0.0 && w.breakdown.repack_us == 0.0 {
+        notes.push("needs a repack pass".to_string());
+    }
+    if c.soft_distance > winner.soft_distance {
+        notes.push("further from the soft targets".to_string());
+    }
+    notes.join("; ")
+}
+
+fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
+    let p = &winner.prediction;
+    let s = &p.schedule;
+    let margin = runner_up.map(|r| r.prediction.time_us / p.time_us - 1.0);
+    let mut why = format!(
+        "{} is {}-bound ({} layer): {:.1} us, {:.0} TFLOP/s = {:.0}% of the {} peak; {} tiles in {:.2} waves of {} blocks ({} per SM, limited by {:?}); last wave keeps {} of {} SMs busy",
+        winner.label,
+        p.bottleneck,
+        p.bottleneck.layer(),
+        p.time_us,
+        p.tflops,
+        p.roofs.compute * 100.0,
+        s.math.instruction,
+        s.geometry.tiles,
+        s.waves.waves,
+        s.waves.wave_blocks,
+        s.occupancy.blocks_per_sm,
+        s.occupancy.limit,
+        s.waves.last_wave_busy_sms,
+        s.waves.wave_blocks / s.occupancy.blocks_per_sm.max(1) as u64,
+    );
+    if s.latency_bound {
+        let _ = write!(
+            why,
+            "; load latency ({:.0} cycles) needs {} stages, the plan has {}",
+            s.load_latency_cycles, s.stages_needed, winner.plan.stages
+        );
+    }
+    match (margin, runner_up) {
+        (Some(m), Some(r)) if m.abs() < 1e-9 => {
+            let _ = write!(why, "; ties {} and wins on label order", r.label);
+        }
+        (Some(m), Some(r)) => {
+            let _ = write!(why, "; {:.1}% ahead of {}", m * 100.0, r.label);
+        }
+        _ => why.push_str("; the only feasible plan"),
+    }
+    Winner {
+        label: winner.label.clone(),
+        plan: winner.plan.clone(),
+        prediction: p.clone(),
+        bound_by: p.bottleneck,
+        layer: p.bottleneck.layer().to_string(),
+        margin_over_runner_up: margin,
+        why,
+    }
+}
+
+/// analysis.md / `deepgemm explain`.
+pub fn render_markdown(a: &Analysis) -> String {
+    let mut out = String::new();
+    let h = &a.hardware;
+    let _ = writeln!(out, "# {} — analysis\n", a.kernel);
+    let _ = writeln!(out, "## Hardware assumptions ({}, {})\n", h.name, h.arch);
+    let _ = writeln!(
+        out,
+        "{} SMs at {} MHz; DRAM {} GB/s x {:.2} sustained; L2 {} MiB, {} GB/s x {:.2}; smem {} B per block; {} registers per SM, at most {} per thread; launch {} us.\n",
+        h.sms,
+        h.clock_mhz,
+        h.dram_bw_gbps,
+        h.calibration.dram_efficiency,
+        h.l2_bytes >> 20,
+        h.l2_bw_gbps,
+        h.calibration.l2_efficiency,
+        h.smem_per_block_bytes,
+        h.regs_per_sm,
+        h.max_regs_per_thread,
+        h.calibration.launch_overhead_us
+    );
+    let _ = writeln!(
+        out,
+        "| backend | math dtype | instruction | peak TFLOP/s | efficiency |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for m in &h.math {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.0} | {:.2} |",
+            m.backend, m.dtype, m.instruction, m.peak_tflops, m.efficiency
+        );
+    }
+    let _ = writeln!(out, "\n{}.", a.note);
+    if !a.constraints.is_empty() {
+        let _ = writeln!(out, "\nConstraints: `{}`.", a.constraints.join("`, `"));
+    }
+    for b in &a.buckets {
+        render_bucket(&mut out, b);
+    }
+    out
+}
+
+fn render_bucket(out: &mut String, b: &BucketAnalysis) {
+    let w = &b.winner;
+    let p = &w.prediction;
+    let _ = writeln!(
+        out,
+        "\n## {} (planned for {})\n",
+        bucket_text(&b.bucket),
+        b.shape
+    );
+    let _ = writeln!(
+        out,
+        "**{}**: {:.1} us, {:.0} TFLOP/s, {}-bound.\n\n{}.\n",
+        w.label, p.time_us, p.tflops, w.bound_by, w.why
+    );
+    let m = &p.movement;
+    let r = &p.registers;
+    let s = &p.schedule;
+    let _ = writeln!(out, "| layer | figures |");
+    let _ = writeln!(out, "|---|---|");
+    let _ = writeln!(
+        out,
+        "| data movement | DRAM {:.1} MB ({:.1} us at the sustained rate; L2 hit {:.0}%), L2->smem {:.1} MB ({:.1} us), smem {:.1} MB ({:.1} us){} |",
+        m.dram_bytes / 1e6,
+        m.dram_us,
+        m.l2_hit_rate * 100.0,
+        m.l2_to_smem_bytes / 1e6,
+        m.l2_us,
+        m.smem_bytes / 1e6,
+        m.smem_us,
+        if m.repack_dram_bytes > 0.0 {
+            format!(", repack {:.1} MB ({:.1} us)", m.repack_dram_bytes / 1e6, m.repack_us)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "| registers | {} per thread = {} accumulators + {} fragments + {} addresses + {} epilogue; cap {}{} |",
+        r.total,
+        r.accumulators,
+        r.fragments,
+        r.addresses,
+        r.epilogue,
+        r.cap,
+        if r.spills { " (spills)" } else { "" }
+    );
+    let _ = writeln!(
+        out,
+        "| scheduling | {} at {:.0} TFLOP/s peak x {:.2}; compute {:.1} us; {} blocks/SM ({:?}); {:.2} waves; load latency {:.0} cycles needs {} stages (plan: {}) |",
+        s.math.instruction,
+        s.peak_tflops,
+        s.math.efficiency,
+        s.compute_us,
+        s.occupancy.blocks_per_sm,
+        s.occupancy.limit,
+        s.waves.waves,
+        s.load_latency_cycles,
+        s.stages_needed,
+        w.plan.stages
+    );
+    let _ = writeln!(
+        out,
+        "| synchronization | {} {:?} per k-block x {} k-blocks at {:.0} cycles: {:.1} us exposed; epilogue {} |",
+        p.sync.barriers_per_kblock,
+        p.sync.kind,
+        s.geometry.k_blocks,
+        p.sync.barrier_cycles,
+        p.sync.exposed_us,
+        if p.sync.epilogue_hidden {
+            "hidden by the persistent tile loop"
+        } else {
+            "exposed every wave"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "\nTime: main loop {:.1} us + prologue/epilogue {:.1} + sync {:.1} + launch {:.1}{}.\n",
+        p.breakdown.mainloop_us,
+        p.breakdown.prologue_epilogue_us,
+        p.breakdown.sync_us,
+        p.breakdown.launch_us,
+        if p.breakdown.repack_us > 0.0 {
+            format!(" + repack {:.1}", p.breakdown.repack_us)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "Enumerated {} plans ({}); {} feasible.\n",
+        b.enumerated,
+        b.enumerated_by_backend
+            .iter()
+            .map(|(be, n)| format!("{be} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        b.feasible
+    );
+    let pruning: Vec<_> = b.pruning.iter().filter(|p| p.violated > 0).collect();
+    if !pruning.is_empty() {
+        let _ = writeln!(out, "| rule | kind | violated by | removed |");
+        let _ = writeln!(out, "|---|---|---|---|");
+        for p in pruning {
+            let _ = writeln!(
+                out,
+                "| `{}` | {:?} | {} | {} |",
+                p.rule, p.kind, p.violated, p.removed
+            );
+        }
+        out.push('\n');
+    }
+    render_rows(out, "Candidates", &b.candidates);
+    if !b.model_only.is_empty() {
+        render_rows(out, "Not generated yet (model only)", &b.model_only);
+    }
+}
+
+fn render_rows(out: &mut String, title: &str, rows: &[CandidateRow]) {
+    let _ = writeln!(out, "{title}:\n");
+    let _ = writeln!(
+        out,
+        "| # | plan | us | TFLOP/s | bottleneck | smem B | regs | blocks/SM | waves | trade-off |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} | {:.0} | {} | {} | {} | {} | {:.2} | {} |",
+            r.rank,
+            r.label,
+            r.predicted_us,
+            r.tflops,
+            r.bottleneck,
+            r.smem_bytes,
+            r.registers,
+            r.occupancy,
+            r.waves,
+            r.note
+        );
+    }
+    out.push('\n');
+}

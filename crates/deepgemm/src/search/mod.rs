@@ -1,1 +1,450 @@
-//! The constrained search: spec → legal plans per shape bucket, pruned and ranked.
+//! The constrained search: spec -> legal plans per shape bucket, pruned and ranked.
+//!
+//! For each bucket of [`ShapeBucket::split`] the search plans for the bucket's largest shape:
+//! it enumerates every backend's legal space ([`space`]), predicts each plan with the model,
+//! removes plans outside the `tiling` domains, plans the hardware cannot hold (shared memory or
+//! registers per SM, register spills) and plans that break a hard constraint — counting what
+//! each one removed — and ranks the rest by predicted time, with soft constraints (`~`) as
+//! penalties. Ties are broken by the plan label, so the ranking is deterministic.
+//!
+//! Backends without a generator yet (sm90) are enumerated and predicted like the others, so the
+//! report can say what they would give, but only plans of [`GENERATED_BACKENDS`] are returned.
+
+pub mod constraints;
+pub mod space;
+
+use crate::codegen::space::GENERATED_BACKENDS;
+use crate::model::{self, Prediction, Problem};
+use crate::plan::{Backend, Plan, Shape, ShapeBucket};
+use crate::spec::{ConstraintOp, KernelSpec};
+use constraints::{fmt_value, Env, Standing, Value};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// How much a soft constraint weighs against time: a plan a whole target away from a `~` target
+/// (relative distance 1) ranks like a plan this much slower (0.25 = 25%).
+pub const SOFT_PENALTY_PER_DISTANCE: f64 = 0.25;
+
+/// Ranked candidates kept per bucket (the report shows the top N of these).
+pub const KEPT_CANDIDATES: usize = 32;
+
+/// A plan with its prediction and ranking score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub label: String,
+    pub plan: Plan,
+    pub prediction: Prediction,
+    /// Sum of the soft constraints' relative distances.
+    pub soft_distance: f64,
+    /// What ranking sorts by: predicted time x (1 + penalty), microseconds.
+    pub score_us: f64,
+}
+
+/// Why plans were removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PruneKind {
+    /// A `tiling` domain of the spec.
+    Tiling,
+    /// A limit of the hardware (a block must fit an SM, registers must not spill).
+    Hardware,
+    /// A hard constraint of the spec.
+    Constraint,
+}
+
+/// What one rule removed from one bucket's space.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneCount {
+    /// The rule as text, e.g. `registers <= 96`.
+    pub rule: String,
+    pub kind: PruneKind,
+    /// Plans that break this rule (a plan breaking several counts for each).
+    pub violated: usize,
+    /// Plans removed by this rule first, in the order tiling, hardware, constraints as declared:
+    /// these add up to all removed plans.
+    pub removed: usize,
+}
+
+/// The search's outcome for one shape bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BucketResult {
+    pub bucket: ShapeBucket,
+    /// The shape planned for (the bucket's largest).
+    pub shape: Shape,
+    /// Plans enumerated, over all backends, and per backend.
+    pub enumerated: usize,
+    pub enumerated_by_backend: Vec<(Backend, usize)>,
+    pub pruned: Vec<PruneCount>,
+    /// Plans of generated backends that met every rule.
+    pub feasible: usize,
+    /// The best `KEPT_CANDIDATES` feasible plans, best first; `candidates[0]` is the winner.
+    pub candidates: Vec<Candidate>,
+    /// The best feasible plans of backends without a generator yet, best first (model only).
+    pub model_only: Vec<Candidate>,
+}
+
+impl BucketResult {
+    pub fn winner(&self) -> &Candidate {
+        &self.candidates[0]
+    }
+}
+
+/// Everything the search decided for a spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    pub kernel: String,
+    pub buckets: Vec<BucketResult>,
+}
+
+/// The least change to one constraint that would admit a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Relaxation {
+    pub constraint: String,
+    /// The side's value for the plan that comes closest, e.g. 168 for `registers <= 96`.
+    pub needed: String,
+    /// That plan's label.
+    pub plan: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum SearchError {
+    #[error("constraint {text}: {why}")]
+    InvalidConstraint { text: String, why: String },
+    #[error("constraints `{first}` and `{second}` contradict each other: {why}")]
+    Contradictory {
+        first: String,
+        second: String,
+        why: String,
+    },
+    #[error("no generated backend ({backends}) can compute {dtype} inputs on {hardware}")]
+    NoBackend {
+        dtype: String,
+        hardware: String,
+        backends: String,
+    },
+    #[error("{message}")]
+    Infeasible {
+        bucket: ShapeBucket,
+        relaxations: Vec<Relaxation>,
+        message: String,
+    },
+}
+
+/// Plan every shape bucket of `spec`.
+pub fn search(spec: &KernelSpec) -> Result<SearchResult, SearchError> {
+    for c in &spec.constraints {
+        constraints::check_constraint(c).map_err(|why| SearchError::InvalidConstraint {
+            text: c.text.clone(),
+            why,
+        })?;
+    }
+    for d in &spec.tiling {
+        if let Some(cond) = &d.condition {
+            constraints::check_condition(cond).map_err(|why| SearchError::InvalidConstraint {
+                text: constraints::render_domain(d),
+                why,
+            })?;
+        }
+    }
+    if let Some((first, second, why)) = constraints::find_contradiction(&spec.constraints) {
+        return Err(SearchError::Contradictory { first, second, why });
+    }
+    let spaces: Vec<(Backend, Vec<Plan>)> = Backend::ALL
+        .into_iter()
+        .map(|b| (b, space::enumerate(spec, b)))
+        .collect();
+    let generated_plans: usize = spaces
+        .iter()
+        .filter(|(b, _)| GENERATED_BACKENDS.contains(b))
+        .map(|(_, p)| p.len())
+        .sum();
+    if generated_plans == 0 {
+        return Err(SearchError::NoBackend {
+            dtype: spec.a().dtype.to_string(),
+            hardware: spec.hardware.name.clone(),
+            backends: GENERATED_BACKENDS.map(|b| b.name()).join(", "),
+        });
+    }
+    let buckets = ShapeBucket::split(&spec.shape)
+        .into_iter()
+        .map(|bucket| search_bucket(spec, &spaces, bucket))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SearchResult {
+        kernel: spec.name.clone(),
+        buckets,
+    })
+}
+
+/// A plan that broke only one hard constraint, kept to say how far that constraint must move.
+struct NearMiss {
+    standing: Standing,
+    label: String,
+    /// How far outside the constraint the plan is (smaller is closer).
+    excess: f64,
+}
+
+fn search_bucket(
+    spec: &KernelSpec,
+    spaces: &[(Backend, Vec<Plan>)],
+    bucket: ShapeBucket,
+) -> Result<BucketResult, SearchError> {
+    let hw = &spec.hardware;
+    let shape = bucket.largest();
+    let problem = Problem::new(spec, shape);
+    let hard: Vec<_> = spec
+        .constraints
+        .iter()
+        .filter(|c| c.op != ConstraintOp::Near)
+        .collect();
+    let soft: Vec<_> = spec
+        .constraints
+        .iter()
+        .filter(|c| c.op == ConstraintOp::Near)
+        .collect();
+
+    let mut pruned: Vec<PruneCount> = spec
+        .tiling
+        .iter()
+        .map(|d| prune_rule(constraints::render_domain(d), PruneKind::Tiling))
+        .collect();
+    let fits_rule = pruned.len();
+    pruned.push(prune_rule(
+        format!(
+            "a block fits one SM ({} B smem, {} registers)",
+            hw.smem_per_sm_bytes, hw.regs_per_sm
+        ),
+        PruneKind::Hardware,
+    ));
+    let spill_rule = pruned.len();
+    pruned.push(prune_rule(
+        "registers fit without spilling".to_string(),
+        PruneKind::Hardware,
+    ));
+    let first_constraint = pruned.len();
+    pruned.extend(
+        hard.iter()
+            .map(|c| prune_rule(c.text.clone(), PruneKind::Constraint)),
+    );
+
+    let mut enumerated = 0;
+    let mut enumerated_by_backend = Vec::new();
+    let mut feasible: Vec<Candidate> = Vec::new();
+    let mut model_only: Vec<Candidate> = Vec::new();
+    let mut near_misses: Vec<Option<NearMiss>> = hard.iter().map(|_| None).collect();
+    let mut violations: Vec<usize> = Vec::with_capacity(hard.len());
+    for (backend, plans) in spaces {
+        enumerated += plans.len();
+        enumerated_by_backend.push((*backend, plans.len()));
+        let generated = GENERATED_BACKENDS.contains(backend);
+        for plan in plans {
+            // Rules in order: the first broken one is charged with the removal.
+            let mut removed_by: Option<usize> = None;
+            for (i, d) in spec.tiling.iter().enumerate() {
+                if !constraints::in_domain(d, plan) {
+                    charge(&mut pruned, &mut removed_by, i);
+                }
+            }
+            let prediction = model::predict_problem(&problem, plan, hw);
+            if prediction.schedule.occupancy.blocks_per_sm == 0 {
+                charge(&mut pruned, &mut removed_by, fits_rule);
+            }
+            if prediction.registers.spills {
+                charge(&mut pruned, &mut removed_by, spill_rule);
+            }
+            let env = Env {
+                plan,
+                observables: Some(&prediction.observables),
+            };
+            let structural_ok = removed_by.is_none();
+            violations.clear();
+            let mut standings = Vec::with_capacity(hard.len());
+            for (i, c) in hard.iter().enumerate() {
+                let standing = constraints::stand(c, env);
+                if standing.is_none_or(|s| !s.holds) {
+                    charge(&mut pruned, &mut removed_by, first_constraint + i);
+                    violations.push(i);
+                }
+                standings.push(standing);
+            }
+            if generated && structural_ok && violations.len() == 1 {
+                let i = violations[0];
+                if let Some(s) = standings[i] {
+                    record_near_miss(&mut near_misses[i], hard[i].op, s, plan);
+                }
+            }
+            if removed_by.is_some() {
+                continue;
+            }
+            let soft_distance: f64 = soft
+                .iter()
+                .filter_map(|c| constraints::stand(c, env))
+                .map(|s| s.distance)
+                .sum();
+            let candidate = Candidate {
+                label: plan.label(),
+                plan: plan.clone(),
+                score_us: prediction.time_us * (1.0 + SOFT_PENALTY_PER_DISTANCE * soft_distance),
+                soft_distance,
+                prediction,
+            };
+            if generated {
+                feasible.push(candidate);
+            } else {
+                model_only.push(candidate);
+            }
+        }
+    }
+
+    if feasible.is_empty() {
+        return Err(infeasible(bucket, &pruned, &hard, near_misses));
+    }
+    let feasible_count = feasible.len();
+    rank(&mut feasible);
+    rank(&mut model_only);
+    feasible.truncate(KEPT_CANDIDATES);
+    model_only.truncate(KEPT_CANDIDATES);
+    Ok(BucketResult {
+        bucket,
+        shape,
+        enumerated,
+        enumerated_by_backend,
+        pruned,
+        feasible: feasible_count,
+        candidates: feasible,
+        model_only,
+    })
+}
+
+/// Counts a broken rule; the first one a plan breaks is charged with removing it.
+fn charge(pruned: &mut [PruneCount], removed_by: &mut Option<usize>, rule: usize) {
+    pruned[rule].violated += 1;
+    if removed_by.is_none() {
+        *removed_by = Some(rule);
+        pruned[rule].removed += 1;
+    }
+}
+
+fn prune_rule(rule: String, kind: PruneKind) -> PruneCount {
+    PruneCount {
+        rule,
+        kind,
+        violated: 0,
+        removed: 0,
+    }
+}
+
+/// Best first: by score, then by label (labels are unique within a bucket's space).
+pub fn rank(candidates: &mut [Candidate]) {
+    candidates.sort_by(|a, b| {
+        a.score_us
+            .total_cmp(&b.score_us)
+            .then_with(|| a.label.cmp(&b.label))
+    });
+}
+
+/// Keeps the plan that breaks the constraint by the least.
+fn record_near_miss(slot: &mut Option<NearMiss>, op: ConstraintOp, s: Standing, plan: &Plan) {
+    let excess = match (op, s.lhs, s.rhs) {
+        (ConstraintOp::Le, Value::Number(l), Value::Number(r)) => l - r,
+        (ConstraintOp::Ge, Value::Number(l), Value::Number(r)) => r - l,
+        (ConstraintOp::Eq, Value::Number(l), Value::Number(r)) => (l - r).abs(),
+        // A backend mismatch: every miss is as far.
+        _ => 1.0,
+    };
+    let closer = slot
+        .as_ref()
+        .is_none_or(|m| excess < m.excess || (excess == m.excess && plan.label() < m.label));
+    if closer {
+        *slot = Some(NearMiss {
+            standing: s,
+            label: plan.label(),
+            excess,
+        });
+    }
+}
+
+fn infeasible(
+    bucket: ShapeBucket,
+    pruned: &[PruneCount],
+    hard: &[&crate::spec::Constraint],
+    near_misses: Vec<Option<NearMiss>>,
+) -> SearchError {
+    let where_ = bucket_text(&bucket);
+    let relaxations: Vec<Relaxation> = hard
+        .iter()
+        .zip(near_misses)
+        .filter_map(|(c, miss)| {
+            let miss = miss?;
+            // Name the plan's side of the constraint, whichever side it was written on.
+            let (needed, op) = if constant_on_left(c) {
+                (fmt_value(miss.standing.rhs), flipped(c.op))
+            } else {
+                (fmt_value(miss.standing.lhs), c.op)
+            };
+            let verb = match op {
+                ConstraintOp::Le => "the smallest needs",
+                ConstraintOp::Ge => "the largest reaches",
+                _ => "the nearest has",
+            };
+            let message = format!(
+                "`{}` admits no plan; {verb} {needed} ({})",
+                c.text, miss.label
+            );
+            Some(Relaxation {
+                constraint: c.text.clone(),
+                needed,
+                plan: miss.label,
+                message,
+            })
+        })
+        .collect();
+    let counts = pruned
+        .iter()
+        .filter(|p| p.violated > 0)
+        .map(|p| format!("`{}` removed {} of them", p.rule, p.violated))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let message = if relaxations.is_empty() {
+        format!(
+            "no plan of a generated backend ({}) meets every rule for {where_}; no single constraint's relaxation admits one ({counts})",
+            GENERATED_BACKENDS.map(|b| b.name()).join(", ")
+        )
+    } else {
+        let lines: Vec<_> = relaxations.iter().map(|r| r.message.as_str()).collect();
+        format!(
+            "no plan meets every constraint for {where_}: {}",
+            lines.join("; ")
+        )
+    };
+    SearchError::Infeasible {
+        bucket,
+        relaxations,
+        message,
+    }
+}
+
+/// Whether the constant is on the left, as in `96 >= registers`.
+fn constant_on_left(c: &crate::spec::Constraint) -> bool {
+    constraints::constant(&c.lhs).is_some() && constraints::constant(&c.rhs).is_none()
+}
+
+fn flipped(op: ConstraintOp) -> ConstraintOp {
+    match op {
+        ConstraintOp::Le => ConstraintOp::Ge,
+        ConstraintOp::Ge => ConstraintOp::Le,
+        other => other,
+    }
+}
+
+/// `M in 1..=16, N = 4096, K = 7168` for messages.
+pub fn bucket_text(b: &ShapeBucket) -> String {
+    let dim = |name: &str, (lo, hi): (u64, u64)| {
+        if lo == hi {
+            format!("{name} = {lo}")
+        } else {
+            format!("{name} in {lo}..={hi}")
+        }
+    };
+    format!("{}, {}, {}", dim("M", b.m), dim("N", b.n), dim("K", b.k))
+}

@@ -1,0 +1,213 @@
+//! The legal plan space of each backend: every plan its generator can render (and, for sm90,
+//! what the model can predict ahead of a generator). Shared-memory layouts come from
+//! [`codegen::space::smem_layout`], so the search, the model and the kernel agree on every byte.
+
+use crate::codegen::space::smem_layout;
+use crate::dtype::DType;
+use crate::plan::*;
+use crate::spec::KernelSpec;
+
+/// Hopper pipelines deeper than this gain nothing the model can see; bounds the sm90 space.
+const SM90_MAX_STAGES: u32 = 8;
+
+/// Every legal plan of `backend` for `spec` on `spec.hardware`, in a fixed order. Empty when the
+/// backend cannot run the spec's dtypes on this hardware.
+pub fn enumerate(spec: &KernelSpec, backend: Backend) -> Vec<Plan> {
+    if !backend_runs(spec, backend) {
+        return Vec::new();
+    }
+    match backend {
+        Backend::Sm80 => sm80(spec),
+        Backend::Simt => simt(spec),
+        Backend::Sm90 => sm90(spec),
+    }
+}
+
+/// Whether the hardware has the backend's instructions for the spec's input dtype.
+pub fn backend_runs(spec: &KernelSpec, backend: Backend) -> bool {
+    let hw = &spec.hardware;
+    let (a, b) = (spec.a().dtype, spec.b().dtype);
+    let math = crate::model::schedule::math_dtype(a, backend);
+    let has_rate = hw.mma_rate(math, backend).is_some();
+    match backend {
+        Backend::Simt => has_rate,
+        Backend::Sm80 => {
+            a == b
+                && matches!(a, DType::F16 | DType::Bf16 | DType::F32 | DType::Tf32)
+                && hw.compute_capability() >= 80
+                && hw.features.cp_async
+                && has_rate
+        }
+        Backend::Sm90 => a == b && hw.features.wgmma && hw.features.tma && has_rate,
+    }
+}
+
+fn base_plan(spec: &KernelSpec, backend: Backend, tile: Tile, warps: WarpLayout) -> Plan {
+    // SIMT copies element by element; the tensor-core paths copy 16 bytes at a time.
+    let (a_copy_bytes, b_copy_bytes) = match backend {
+        Backend::Simt => (spec.a().dtype.size_bytes(), spec.b().dtype.size_bytes()),
+        Backend::Sm80 | Backend::Sm90 => (16, 16),
+    };
+    Plan {
+        backend,
+        tile,
+        warps,
+        stages: 1,
+        cluster_m: 1,
+        cluster_n: 1,
+        raster: Raster { group_m: 1 },
+        split_k: 1,
+        persistent: backend == Backend::Sm90,
+        smem: smem_layout(spec, backend, tile),
+        epilogue: EpilogueStrategy::Direct,
+        operands: OperandPath {
+            a_copy_bytes,
+            b_copy_bytes,
+            repack_misaligned: backend != Backend::Simt,
+        },
+    }
+}
+
+/// Adds one plan per stage count in `stages` that fits the block's shared memory, and per
+/// rasterization group.
+fn push_variants(
+    out: &mut Vec<Plan>,
+    base: Plan,
+    stages: impl Iterator<Item = u32>,
+    smem_limit: u32,
+) {
+    for s in stages {
+        if base.smem.total_bytes(s) > smem_limit {
+            break;
+        }
+        for group_m in [1, 8] {
+            let mut plan = base.clone();
+            plan.stages = s;
+            plan.raster.group_m = group_m;
+            out.push(plan);
+        }
+    }
+}
+
+fn sm80(spec: &KernelSpec) -> Vec<Plan> {
+    let hw = &spec.hardware;
+    let tile_ks: &[u32] = match spec.a().dtype {
+        DType::F16 | DType::Bf16 => &[32, 64],
+        _ => &[16, 32],
+    };
+    const SIZES: [u32; 4] = [32, 64, 128, 256];
+    const WARPS: [(u32, u32); 6] = [(1, 1), (1, 2), (2, 1), (2, 2), (2, 4), (4, 2)];
+    let mut out = Vec::new();
+    for tm in SIZES {
+        for tn in SIZES {
+            for &tk in tile_ks {
+                for (wm, wn) in WARPS {
+                    let (warp_m, warp_n) = (tm / wm, tn / wn);
+                    let threads = 32 * wm * wn;
+                    let legal = warp_m % 16 == 0
+                        && warp_n % 16 == 0
+                        && warp_m <= 128
+                        && warp_n <= 128
+                        && tm * tn / threads <= 128;
+                    if !legal {
+                        continue;
+                    }
+                    let warps = WarpLayout {
+                        warps_m: wm,
+                        warps_n: wn,
+                        producer_warpgroups: 0,
+                        threads,
+                    };
+                    let base = base_plan(
+                        spec,
+                        Backend::Sm80,
+                        Tile {
+                            m: tm,
+                            n: tn,
+                            k: tk,
+                        },
+                        warps,
+                    );
+                    push_variants(&mut out, base, 2..=6, hw.smem_per_block_bytes);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn simt(spec: &KernelSpec) -> Vec<Plan> {
+    let hw = &spec.hardware;
+    const SIZES: [u32; 4] = [16, 32, 64, 128];
+    let warps = WarpLayout {
+        warps_m: 2,
+        warps_n: 4,
+        producer_warpgroups: 0,
+        threads: 256,
+    };
+    let mut out = Vec::new();
+    for tm in SIZES {
+        for tn in SIZES {
+            for tk in [8, 16, 32] {
+                let base = base_plan(
+                    spec,
+                    Backend::Simt,
+                    Tile {
+                        m: tm,
+                        n: tn,
+                        k: tk,
+                    },
+                    warps,
+                );
+                push_variants(&mut out, base, 1..=2, hw.smem_per_block_bytes);
+            }
+        }
+    }
+    out
+}
+
+fn sm90(spec: &KernelSpec) -> Vec<Plan> {
+    let hw = &spec.hardware;
+    // One 128-byte swizzle row of K per stage.
+    let tk = 128 / spec.a().dtype.size_bytes();
+    let mut out = Vec::new();
+    for tm in [64, 128, 256] {
+        for tn in (16..=256).step_by(16) {
+            for consumers in [1u32, 2] {
+                let per_consumer = tm / consumers;
+                if per_consumer < 64 || per_consumer % 64 != 0 {
+                    continue;
+                }
+                // Accumulators per consumer thread must leave room for the rest.
+                if per_consumer * tn / 128 > 192 {
+                    continue;
+                }
+                let warps = WarpLayout {
+                    warps_m: consumers,
+                    warps_n: 1,
+                    producer_warpgroups: 1,
+                    threads: 128 * (1 + consumers),
+                };
+                for (cluster_m, cluster_n) in [(1, 1), (2, 1)] {
+                    if cluster_m * cluster_n > 1 && !hw.features.clusters {
+                        continue;
+                    }
+                    let mut base = base_plan(
+                        spec,
+                        Backend::Sm90,
+                        Tile {
+                            m: tm,
+                            n: tn,
+                            k: tk,
+                        },
+                        warps,
+                    );
+                    base.cluster_m = cluster_m;
+                    base.cluster_n = cluster_n;
+                    push_variants(&mut out, base, 2..=SM90_MAX_STAGES, hw.smem_per_block_bytes);
+                }
+            }
+        }
+    }
+    out
+}
