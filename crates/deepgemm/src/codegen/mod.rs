@@ -5,10 +5,16 @@
 //! which arguments it takes in which order, how many threads and how much shared memory it
 //! needs, and how its grid follows from the problem shape.
 
+mod abi;
+mod epilogue;
+mod render;
+mod simt;
+mod sm80;
 pub mod space;
 
-use crate::plan::{Plan, Shape};
-use crate::spec::ShapeSym;
+use crate::dtype::DType;
+use crate::plan::{Backend, EpilogueStrategy, Plan, Shape};
+use crate::spec::{KernelSpec, ShapeSym};
 use serde::{Deserialize, Serialize};
 
 /// A kernel ready for NVRTC, with everything needed to launch it.
@@ -90,4 +96,236 @@ impl WorkspaceRule {
             }
         }
     }
+}
+
+/// Why a (spec, plan) pair cannot be generated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodegenError {
+    /// The backend cannot implement this spec or plan.
+    #[error("{backend} backend: {reason}")]
+    Unsupported { backend: Backend, reason: String },
+    /// The epilogue expression or a scale tensor cannot be expressed.
+    #[error("epilogue: {0}")]
+    Epilogue(String),
+    /// A kernel template and its generator disagree (a bug in DeepGEMM).
+    #[error("internal error in kernel template {template}: {message}")]
+    Template { template: String, message: String },
+}
+
+fn unsupported(backend: Backend, reason: String) -> CodegenError {
+    CodegenError::Unsupported { backend, reason }
+}
+
+const NO_GENERATOR: &str = "no generator yet (generated backends: sm80, simt)";
+
+/// Output dtypes the epilogues can store.
+const OUTPUT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
+
+/// Whether `plan` can be generated for `spec`; the error names the first reason it cannot.
+pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+    let backend = plan.backend;
+    let fail = |reason: String| Err(unsupported(backend, reason));
+    if !space::GENERATED_BACKENDS.contains(&backend) {
+        return fail(NO_GENERATOR.to_string());
+    }
+    let tile = plan.tile;
+    if tile.m == 0 || tile.n == 0 || tile.k == 0 {
+        return fail(format!("empty tile {}x{}x{}", tile.m, tile.n, tile.k));
+    }
+    if plan.split_k != 1 {
+        return fail(format!(
+            "split_k = {} is not implemented (split_k must be 1)",
+            plan.split_k
+        ));
+    }
+    if plan.cluster_m * plan.cluster_n != 1 || plan.persistent {
+        return fail("clusters and persistent scheduling are sm90 features".to_string());
+    }
+    if plan.epilogue != EpilogueStrategy::Direct {
+        return fail("only the direct (registers -> global) epilogue is implemented".to_string());
+    }
+    let d = spec.d();
+    if !OUTPUT_DTYPES.contains(&d.dtype) {
+        return fail(format!(
+            "output `{}` is {}; the epilogue stores f32, f16 or bf16",
+            d.name, d.dtype
+        ));
+    }
+    let expected = space::smem_layout(spec, backend, tile);
+    if plan.smem != expected {
+        return fail(format!(
+            "plan.smem {:?} differs from codegen::space::smem_layout {:?}",
+            plan.smem, expected
+        ));
+    }
+    let limit = spec.hardware.smem_per_block_bytes;
+    if plan.smem_bytes() > limit {
+        return fail(format!(
+            "{} bytes of shared memory exceed the {} limit of {} bytes per block",
+            plan.smem_bytes(),
+            spec.hardware.name,
+            limit
+        ));
+    }
+    match backend {
+        Backend::Sm80 => sm80::check(spec, plan)?,
+        Backend::Simt => simt::check(spec, plan)?,
+        Backend::Sm90 => return fail(NO_GENERATOR.to_string()),
+    }
+    epilogue::epilogue_code(spec)?;
+    epilogue::scale_code(spec)?;
+    Ok(())
+}
+
+/// Generates the CUDA C++ kernel implementing `plan` for `spec`. `variant_name` (e.g. `v0`)
+/// becomes part of the entry point's name.
+pub fn generate(
+    spec: &KernelSpec,
+    plan: &Plan,
+    variant_name: &str,
+) -> Result<GeneratedKernel, CodegenError> {
+    check_supported(spec, plan)?;
+    let workspace = WorkspaceRule::None;
+    let args = abi::kernel_args(spec, workspace);
+    let entry = format!(
+        "deepgemm_{}_{}",
+        abi::ident(&spec.name),
+        abi::ident(variant_name)
+    );
+    let (template_name, template, mut values, described, threads) = match plan.backend {
+        Backend::Sm80 => (
+            "sm80_gemm.cu",
+            sm80::TEMPLATE,
+            sm80::values(spec, plan),
+            sm80::describe(spec, plan),
+            plan.warps.threads,
+        ),
+        _ => (
+            "simt_gemm.cu",
+            simt::TEMPLATE,
+            simt::values(spec, plan),
+            simt::describe(spec, plan),
+            simt::THREADS,
+        ),
+    };
+    values.extend([
+        ("ENTRY", entry.clone()),
+        ("PARAMS", abi::cuda_params(spec, &args)),
+        ("BINDINGS", abi::bindings(spec)),
+        ("EPILOGUE", epilogue::epilogue_code(spec)?),
+        ("SCALES", epilogue::scale_code(spec)?),
+    ]);
+    let body = render::render(template_name, template, &values)?;
+    let source = format!(
+        "{}\n{}\n{}",
+        header(spec, plan, variant_name, &args, &described),
+        PRELUDE,
+        body
+    );
+    let alignment = spec
+        .operands
+        .iter()
+        .map(|o| {
+            let bytes = match (plan.backend, &o.role) {
+                (Backend::Sm80, crate::spec::Role::A) => plan.operands.a_copy_bytes,
+                (Backend::Sm80, crate::spec::Role::B) => plan.operands.b_copy_bytes,
+                _ => o.dtype.size_bytes(),
+            };
+            (o.name.clone(), bytes)
+        })
+        .collect();
+    Ok(GeneratedKernel {
+        entry,
+        source,
+        arch: spec.hardware.arch.clone(),
+        args,
+        threads,
+        smem_bytes: plan.smem_bytes(),
+        grid: GridRule {
+            tile_m: plan.tile.m,
+            tile_n: plan.tile.n,
+            split_k: plan.split_k,
+        },
+        workspace,
+        alignment,
+        plan: plan.clone(),
+    })
+}
+
+/// Element types, conversions and epilogue functions shared by every backend.
+const PRELUDE: &str = include_str!("../../kernels/prelude.cuh");
+
+/// The comment block that opens every generated kernel: what it computes and how the plan
+/// maps onto the hardware.
+fn header(
+    spec: &KernelSpec,
+    plan: &Plan,
+    variant_name: &str,
+    args: &[KernelArg],
+    described: &[String],
+) -> String {
+    let operand_text = |o: &crate::spec::Operand| {
+        let dims: Vec<String> = o
+            .dims
+            .iter()
+            .map(|d| match d {
+                crate::spec::Dim::Sym(s) => format!("{s:?}"),
+                crate::spec::Dim::Lit(v) => v.to_string(),
+                crate::spec::Dim::CeilDiv(s, b) => format!("{s:?}/{b}"),
+            })
+            .collect();
+        let layout = if abi::is_matrix(o) {
+            format!(" {:?}", o.layout).to_lowercase()
+        } else {
+            String::new()
+        };
+        format!(
+            "{} {}: {}[{}]{layout}",
+            match o.direction {
+                crate::spec::Direction::Input => "input",
+                crate::spec::Direction::Output => "output",
+            },
+            o.name,
+            o.dtype,
+            dims.join(", ")
+        )
+    };
+    let arg_names: Vec<String> = args
+        .iter()
+        .map(|a| match a {
+            KernelArg::Pointer(n) => n.clone(),
+            KernelArg::LeadingDim(n) => format!("ld({n})"),
+            KernelArg::Extent(s) => format!("{s:?}"),
+            KernelArg::Param(n) => n.clone(),
+            KernelArg::Workspace => "workspace".to_string(),
+        })
+        .collect();
+    let mut lines = vec![
+        "Generated by DeepGEMM. Do not edit: change the spec or the plan instead.".to_string(),
+        format!(
+            "kernel {} / variant {} for {} ({})",
+            spec.name, variant_name, spec.hardware.name, spec.hardware.arch
+        ),
+        format!("plan: {}", plan.label()),
+    ];
+    lines.extend(spec.operands.iter().map(operand_text));
+    lines.push(format!("accumulate {}", spec.accumulate));
+    lines.push(format!(
+        "epilogue: {} = {}",
+        spec.epilogue.output,
+        epilogue::dgml_expr(&spec.epilogue.expr)
+    ));
+    lines.extend(described.iter().cloned());
+    lines.push(format!(
+        "grid.x = ceil(M/{}) * ceil(N/{}) output tiles, walked in groups of {} tile rows",
+        plan.tile.m,
+        plan.tile.n,
+        plan.raster.group_m.max(1)
+    ));
+    lines.push(format!("arguments: {}", arg_names.join(", ")));
+    lines
+        .iter()
+        .map(|l| format!("// {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -1,0 +1,131 @@
+// ---------------------------------------------------------------------------------------------
+// DeepGEMM prelude: element types, conversions and epilogue functions.
+// Self-contained on purpose: NVRTC ships no CUDA headers, so the 16- and 8-bit float types are
+// plain bit containers converted with PTX `cvt` or integer arithmetic (valid on every arch).
+// ---------------------------------------------------------------------------------------------
+
+struct dg_f16  { unsigned short bits; };  // IEEE binary16
+struct dg_bf16 { unsigned short bits; };  // bfloat16 (the top half of an f32)
+struct dg_e4m3 { unsigned char bits; };   // OCP FP8 E4M3: bias 7, no infinities, max 448
+struct dg_e5m2 { unsigned char bits; };   // OCP FP8 E5M2: bias 15, the top byte of an f16
+typedef signed char dg_i8;
+
+// ---- element -> f32 ------------------------------------------------------------------------
+__device__ __forceinline__ float dg_to_float(float x) { return x; }
+__device__ __forceinline__ float dg_to_float(int x) { return (float)x; }
+__device__ __forceinline__ float dg_to_float(dg_i8 x) { return (float)x; }
+__device__ __forceinline__ float dg_to_float(dg_f16 x) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+}
+__device__ __forceinline__ float dg_to_float(dg_bf16 x) {
+  return __uint_as_float(((unsigned)x.bits) << 16);
+}
+__device__ __forceinline__ float dg_to_float(dg_e5m2 x) {
+  dg_f16 h;
+  h.bits = (unsigned short)(x.bits << 8);
+  return dg_to_float(h);
+}
+__device__ __forceinline__ float dg_to_float(dg_e4m3 x) {
+  const unsigned sign = ((unsigned)x.bits & 0x80u) << 24;
+  const unsigned exponent = ((unsigned)x.bits >> 3) & 0xFu;
+  const unsigned mantissa = (unsigned)x.bits & 0x7u;
+  float magnitude;
+  if (exponent == 15u && mantissa == 7u) {
+    magnitude = __uint_as_float(0x7FC00000u);                               // the one NaN code
+  } else if (exponent == 0u) {
+    magnitude = (float)mantissa * 0.001953125f;                             // subnormal: m * 2^-9
+  } else {
+    magnitude = __uint_as_float(((exponent + 120u) << 23) | (mantissa << 20));  // (1+m/8) * 2^(e-7)
+  }
+  return __uint_as_float(__float_as_uint(magnitude) | sign);
+}
+
+// ---- f32 -> element (round to nearest even) ------------------------------------------------
+__device__ __forceinline__ unsigned short dg_f16_bits(float x) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+__device__ __forceinline__ unsigned short dg_bf16_bits(float x) {
+  const unsigned u = __float_as_uint(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (unsigned short)((u >> 16) | 0x40u);  // quiet NaN
+  return (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ void dg_store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void dg_store(dg_f16* p, float v) { p->bits = dg_f16_bits(v); }
+__device__ __forceinline__ void dg_store(dg_bf16* p, float v) { p->bits = dg_bf16_bits(v); }
+
+// Two adjacent elements in one store; `p` is aligned to two elements.
+__device__ __forceinline__ void dg_store2(float* p, float v0, float v1) {
+  *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+}
+__device__ __forceinline__ void dg_store2(dg_f16* p, float v0, float v1) {
+  *reinterpret_cast<unsigned*>(p) = (unsigned)dg_f16_bits(v0) | ((unsigned)dg_f16_bits(v1) << 16);
+}
+__device__ __forceinline__ void dg_store2(dg_bf16* p, float v0, float v1) {
+  *reinterpret_cast<unsigned*>(p) = (unsigned)dg_bf16_bits(v0) | ((unsigned)dg_bf16_bits(v1) << 16);
+}
+
+// ---- epilogue functions (the spec's built-ins) ---------------------------------------------
+__device__ __forceinline__ float dg_relu(float x) { return fmaxf(x, 0.0f); }
+__device__ __forceinline__ float dg_gelu(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+__device__ __forceinline__ float dg_gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float dg_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float dg_silu(float x) { return x * dg_sigmoid(x); }
+__device__ __forceinline__ float dg_clamp(float x, float lo, float hi) {
+  return fminf(fmaxf(x, lo), hi);
+}
+
+// cast<dtype>: round an f32 to the dtype's nearest value and back, as storing it would.
+__device__ __forceinline__ float dg_round_f16(float x) {
+  dg_f16 h;
+  h.bits = dg_f16_bits(x);
+  return dg_to_float(h);
+}
+__device__ __forceinline__ float dg_round_bf16(float x) {
+  dg_bf16 b;
+  b.bits = dg_bf16_bits(x);
+  return dg_to_float(b);
+}
+__device__ __forceinline__ float dg_round_tf32(float x) {
+  const unsigned u = __float_as_uint(x);
+  if ((u & 0x7F800000u) == 0x7F800000u) return x;            // inf and NaN pass through
+  return __uint_as_float((u + 0x1000u) & 0xFFFFE000u);        // nearest, ties away from zero
+}
+// FP8 rounding with saturation to the largest finite value (the `satfinite` convention).
+__device__ __forceinline__ float dg_round_fp8(float x, int mantissa_bits, int min_exponent,
+                                              float max_finite) {
+  if (x != x) return x;
+  const float magnitude = fabsf(x);
+  int exponent = (int)((__float_as_uint(magnitude) >> 23) & 0xFFu) - 127;
+  exponent = max(exponent, min_exponent);                     // subnormals share the min quantum
+  const float quantum = __uint_as_float((unsigned)(exponent - mantissa_bits + 127) << 23);
+  const float rounded = fminf(rintf(magnitude / quantum) * quantum, max_finite);
+  return copysignf(rounded, x);
+}
+__device__ __forceinline__ float dg_round_e4m3(float x) { return dg_round_fp8(x, 3, -6, 448.0f); }
+__device__ __forceinline__ float dg_round_e5m2(float x) { return dg_round_fp8(x, 2, -14, 57344.0f); }
+__device__ __forceinline__ float dg_round_i8(float x) { return fminf(fmaxf(rintf(x), -128.0f), 127.0f); }
+__device__ __forceinline__ float dg_round_i32(float x) { return (float)__float2int_rn(x); }
+
+// ---- tile order -----------------------------------------------------------------------------
+// Output tiles are visited in column-major groups of GROUP_M tile rows, so the blocks resident
+// at one time share A rows and B columns in L2. GROUP_M = 1 is plain row-major order.
+template <int GROUP_M>
+__device__ __forceinline__ void dg_tile_coords(int block, int tiles_m, int tiles_n,
+                                               int& tile_m, int& tile_n) {
+  const int blocks_per_group = GROUP_M * tiles_n;
+  const int group = block / blocks_per_group;
+  const int first_tile_m = group * GROUP_M;
+  const int group_rows = min(tiles_m - first_tile_m, GROUP_M);
+  const int in_group = block - group * blocks_per_group;
+  tile_m = first_tile_m + in_group % group_rows;
+  tile_n = in_group / group_rows;
+}

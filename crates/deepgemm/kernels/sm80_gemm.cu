@@ -1,0 +1,335 @@
+// ---------------------------------------------------------------------------------------------
+// sm80 backend: multistage cp.async ring -> ldmatrix -> mma.sync (tensor cores), sm_80 and later.
+// Each warp owns a WARP_TILE_M x WARP_TILE_N piece of the block tile as (16 x 8) mma tiles.
+// Fragments are double-buffered across k-steps: step s+1 is read from shared memory while
+// step s multiplies. One __syncthreads per k-tile, when the read pointer moves to the next stage.
+// ---------------------------------------------------------------------------------------------
+
+constexpr int TILE_M = {{TILE_M}};
+constexpr int TILE_N = {{TILE_N}};
+constexpr int TILE_K = {{TILE_K}};
+constexpr int STAGES = {{STAGES}};
+constexpr int WARPS_M = {{WARPS_M}};
+constexpr int WARPS_N = {{WARPS_N}};
+constexpr int GROUP_M = {{GROUP_M}};  // tile rows per raster group (L2 reuse)
+constexpr int THREADS = WARPS_M * WARPS_N * 32;
+constexpr int WARP_TILE_M = TILE_M / WARPS_M;
+constexpr int WARP_TILE_N = TILE_N / WARPS_N;
+
+constexpr bool A_ROW = {{A_ROW}};  // A[M,K] row-major: K contiguous (staged [TILE_M][TILE_K+PAD])
+constexpr bool B_COL = {{B_COL}};  // B[K,N] col-major: K contiguous (staged [TILE_N][TILE_K+PAD])
+constexpr bool D_ROW = {{D_ROW}};  // D[M,N] row-major (N contiguous), else col-major
+
+typedef {{IN_TYPE}} Element;  // A and B
+typedef {{D_TYPE}} ElementD;
+constexpr bool TF32 = {{TF32}};  // f32 inputs run as tf32 (m16n8k8), else f16/bf16 (m16n8k16)
+constexpr int ELEM_BYTES = sizeof(Element);
+constexpr int MMA_K = TF32 ? 8 : 16;
+constexpr int K_STEPS = TILE_K / MMA_K;
+constexpr int M_FRAGS = WARP_TILE_M / 16;  // mma tiles per warp along M
+constexpr int N_FRAGS = WARP_TILE_N / 8;   // mma tiles per warp along N
+static_assert(WARP_TILE_M % 16 == 0 && WARP_TILE_N % 16 == 0, "warp tile must be 16-aligned");
+static_assert(TILE_K % MMA_K == 0, "TILE_K must be a multiple of the mma K");
+
+// ---- shared memory (codegen::space::smem_layout): a ring of STAGES stages -------------------
+// Every operand is staged in its global order with rows padded by PAD elements (16 bytes), so
+// ldmatrix's eight row reads land in distinct bank groups. A's stages come first, then B's.
+constexpr int PAD = {{PAD}};
+constexpr int A_ROWS = A_ROW ? TILE_M : TILE_K;  // rows of the staged A tile
+constexpr int A_COLS = A_ROW ? TILE_K : TILE_M;  // contiguous elements per row
+constexpr int B_ROWS = B_COL ? TILE_N : TILE_K;
+constexpr int B_COLS = B_COL ? TILE_K : TILE_N;
+constexpr int A_STRIDE = A_COLS + PAD;
+constexpr int B_STRIDE = B_COLS + PAD;
+constexpr int A_STAGE_BYTES = A_ROWS * A_STRIDE * ELEM_BYTES;
+constexpr int B_STAGE_BYTES = B_ROWS * B_STRIDE * ELEM_BYTES;
+static_assert(A_STAGE_BYTES == {{A_STAGE_BYTES}}, "A stage size differs from the plan");
+static_assert(B_STAGE_BYTES == {{B_STAGE_BYTES}}, "B stage size differs from the plan");
+static_assert(STAGES >= 2, "the cp.async ring needs at least two stages");
+
+// ---- PTX wrappers -------------------------------------------------------------------------
+__device__ __forceinline__ unsigned dg_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// Copies BYTES from global to shared memory; only `src_bytes` are read, the rest is zero-filled
+// (the edge predication: 0 outside the matrix, a partial count at an odd K or M/N tail).
+template <int BYTES>
+__device__ __forceinline__ void dg_cp_async(unsigned dst, const void* src, int src_bytes) {
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                 :: "r"(dst), "l"(src), "n"(BYTES), "r"(src_bytes));
+  }
+}
+__device__ __forceinline__ void dg_cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int PENDING>
+__device__ __forceinline__ void dg_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING) : "memory");
+}
+
+__device__ __forceinline__ void dg_ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void dg_ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ unsigned dg_to_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// d += a * b for one 16x8 tile. Fragments follow the PTX ISA "Matrix Fragments for mma.m16n8k*":
+// with g = lane / 4 and t = lane % 4, d[0..1] = (row g, cols 2t, 2t+1), d[2..3] = (row g+8, ...).
+__device__ __forceinline__ void dg_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "{{MMA_INSTRUCTION}} "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ---- global -> shared copies ------------------------------------------------------------------
+// One operand's tile is ROWS x COLS elements with COLS contiguous in both global and shared
+// memory. Threads copy CHUNK_BYTES at a time: THREADS / CHUNKS_PER_ROW rows per pass.
+// K runs along the rows (K_ALONG_ROWS: A col-major, B row-major) or along the columns.
+template <int ROWS, int COLS, int STRIDE, int CHUNK_BYTES, bool K_ALONG_ROWS>
+struct TileCopy {
+  static constexpr int CHUNK_ELEMS = CHUNK_BYTES / ELEM_BYTES;
+  static constexpr int CHUNKS_PER_ROW = COLS / CHUNK_ELEMS;
+  static constexpr int ROWS_PER_PASS = THREADS / CHUNKS_PER_ROW;
+  static constexpr int PASSES = ROWS / ROWS_PER_PASS;
+  static_assert(COLS % CHUNK_ELEMS == 0 && THREADS % CHUNKS_PER_ROW == 0 &&
+                    ROWS % ROWS_PER_PASS == 0,
+                "the tile must split evenly into per-thread chunks");
+
+  const Element* base;  // the matrix (a safe address for zero-byte copies)
+  const Element* src;   // this thread's first chunk in k-tile 0
+  long long ld;         // leading dimension, elements
+  unsigned smem_offset; // byte offset of this thread's first chunk within a stage
+  int row, col;         // matrix coordinates of the first chunk in k-tile 0
+  int rows_total, cols_total;  // the matrix extents along the staged rows and columns
+
+  __device__ __forceinline__ TileCopy(const Element* matrix, long long ld_, int row0, int col0,
+                                      int rows_total_, int cols_total_, int tid)
+      : base(matrix), ld(ld_), rows_total(rows_total_), cols_total(cols_total_) {
+    const int r = tid / CHUNKS_PER_ROW;
+    const int c = (tid % CHUNKS_PER_ROW) * CHUNK_ELEMS;
+    row = row0 + r;
+    col = col0 + c;
+    src = matrix + (long long)row * ld + col;
+    smem_offset = (unsigned)((r * STRIDE + c) * ELEM_BYTES);
+  }
+
+  // Issues the copies of k-tile `k_tile` into the stage at shared address `stage`.
+  __device__ __forceinline__ void issue(unsigned stage, int k_tile) const {
+    const int k_shift = k_tile * TILE_K;
+    const int tile_row = row + (K_ALONG_ROWS ? k_shift : 0);
+    const int tile_col = col + (K_ALONG_ROWS ? 0 : k_shift);
+    const Element* tile_src = src + (K_ALONG_ROWS ? (long long)k_shift * ld : k_shift);
+    // Bytes of this thread's chunk inside the matrix along the columns: element-granular.
+    const int col_bytes = min(max(cols_total - tile_col, 0) * ELEM_BYTES, CHUNK_BYTES);
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+      const int bytes = (tile_row + p * ROWS_PER_PASS < rows_total) ? col_bytes : 0;
+      const Element* from = bytes > 0 ? tile_src + (long long)p * ROWS_PER_PASS * ld : base;
+      dg_cp_async<CHUNK_BYTES>(stage + smem_offset + p * ROWS_PER_PASS * STRIDE * ELEM_BYTES,
+                               from, bytes);
+    }
+  }
+};
+
+extern "C" __global__ void __launch_bounds__(THREADS) {{ENTRY}}({{PARAMS}}) {
+{{BINDINGS}}
+{{EPILOGUE}}
+
+  extern __shared__ __align__(128) unsigned char dg_smem[];
+  const unsigned smem_a = dg_smem_addr(dg_smem);
+  const unsigned smem_b = smem_a + STAGES * A_STAGE_BYTES;
+
+  int tile_m, tile_n;
+  dg_tile_coords<GROUP_M>(blockIdx.x, (M + TILE_M - 1) / TILE_M, (N + TILE_N - 1) / TILE_N,
+                          tile_m, tile_n);
+  const int m0 = tile_m * TILE_M;
+  const int n0 = tile_n * TILE_N;
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  const int warp_m = warp % WARPS_M;
+  const int warp_n = warp / WARPS_M;
+
+  // Copies: A is [rows, cols] = [M, K] when row-major, [K, M] when col-major; B likewise.
+  const TileCopy<A_ROWS, A_COLS, A_STRIDE, {{A_COPY_BYTES}}, !A_ROW> copy_a(
+      gA, lda, A_ROW ? m0 : 0, A_ROW ? 0 : m0, A_ROW ? M : K, A_ROW ? K : M, tid);
+  const TileCopy<B_ROWS, B_COLS, B_STRIDE, {{B_COPY_BYTES}}, !B_COL> copy_b(
+      gB, ldb, B_COL ? n0 : 0, B_COL ? 0 : n0, B_COL ? N : K, B_COL ? K : N, tid);
+
+  // Per-lane byte offsets of fragment reads within a stage (at k-step 0 and the warp's first
+  // mma tile); every other (k-step, tile) adds a compile-time constant.
+  unsigned a_lane, b_lane;
+  if constexpr (TF32) {
+    // Plain 32-bit loads: a = (m g, k t), (g+8, t), (g, t+4), (g+8, t+4); b = (k t, n g), (t+4, g).
+    const int g = lane / 4, t = lane % 4;
+    a_lane = (unsigned)((A_ROW ? (warp_m * WARP_TILE_M + g) * A_STRIDE + t
+                               : t * A_STRIDE + warp_m * WARP_TILE_M + g) * ELEM_BYTES);
+    b_lane = (unsigned)((B_COL ? (warp_n * WARP_TILE_N + g) * B_STRIDE + t
+                               : t * B_STRIDE + warp_n * WARP_TILE_N + g) * ELEM_BYTES);
+  } else {
+    // ldmatrix.x4: lanes 8i..8i+7 address the rows of 8x8 matrix i.
+    // A fragment = matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15).
+    // B fragment pair = (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+    const int i = lane / 8, r = lane % 8;
+    const int a_m = warp_m * WARP_TILE_M + r + 8 * (i % 2), a_k = 8 * (i / 2);
+    const int b_n = warp_n * WARP_TILE_N + r + 8 * (i / 2), b_k = 8 * (i % 2);
+    // Transposed layouts: rows are k, so the lane walks k instead (ldmatrix .trans).
+    const int at_k = r + 8 * (i / 2), at_m = warp_m * WARP_TILE_M + 8 * (i % 2);
+    const int bt_k = r + 8 * (i % 2), bt_n = warp_n * WARP_TILE_N + 8 * (i / 2);
+    a_lane = (unsigned)((A_ROW ? a_m * A_STRIDE + a_k : at_k * A_STRIDE + at_m) * ELEM_BYTES);
+    b_lane = (unsigned)((B_COL ? b_n * B_STRIDE + b_k : bt_k * B_STRIDE + bt_n) * ELEM_BYTES);
+  }
+
+  // Byte offset of element (m, k) of A / (n, k) of B within a stage.
+  auto a_at = [](int m, int k) { return (A_ROW ? m * A_STRIDE + k : k * A_STRIDE + m) * ELEM_BYTES; };
+  auto b_at = [](int n, int k) { return (B_COL ? n * B_STRIDE + k : k * B_STRIDE + n) * ELEM_BYTES; };
+
+  unsigned a_frag[2][M_FRAGS][4];
+  unsigned b_frag[2][N_FRAGS][2];
+  float acc[M_FRAGS][N_FRAGS][4];
+#pragma unroll
+  for (int i = 0; i < M_FRAGS; ++i)
+#pragma unroll
+    for (int j = 0; j < N_FRAGS; ++j)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
+
+  // Reads the fragments of k-step `ks` of the stage at `stage` (a stage index) into buffer `buf`.
+  auto load_fragments = [&](int buf, int stage, int ks) {
+    const unsigned sa = smem_a + stage * A_STAGE_BYTES + a_lane;
+    const unsigned sb = smem_b + stage * B_STAGE_BYTES + b_lane;
+    if constexpr (TF32) {
+      const unsigned char* base_a = dg_smem + (sa - smem_a);
+      const unsigned char* base_b = dg_smem + (sb - smem_a);
+#pragma unroll
+      for (int i = 0; i < M_FRAGS; ++i)
+#pragma unroll
+        for (int v = 0; v < 4; ++v)
+          a_frag[buf][i][v] = dg_to_tf32(*reinterpret_cast<const float*>(
+              base_a + a_at(i * 16 + 8 * (v % 2), ks * MMA_K + 4 * (v / 2))));
+#pragma unroll
+      for (int j = 0; j < N_FRAGS; ++j)
+#pragma unroll
+        for (int v = 0; v < 2; ++v)
+          b_frag[buf][j][v] = dg_to_tf32(*reinterpret_cast<const float*>(
+              base_b + b_at(j * 8, ks * MMA_K + 4 * v)));
+    } else {
+#pragma unroll
+      for (int i = 0; i < M_FRAGS; ++i) {
+        if constexpr (A_ROW) {
+          dg_ldmatrix_x4(a_frag[buf][i], sa + a_at(i * 16, ks * MMA_K));
+        } else {
+          dg_ldmatrix_x4_trans(a_frag[buf][i], sa + a_at(i * 16, ks * MMA_K));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < N_FRAGS; j += 2) {
+        unsigned r[4];
+        if constexpr (B_COL) {
+          dg_ldmatrix_x4(r, sb + b_at(j * 8, ks * MMA_K));
+        } else {
+          dg_ldmatrix_x4_trans(r, sb + b_at(j * 8, ks * MMA_K));
+        }
+        b_frag[buf][j][0] = r[0];
+        b_frag[buf][j][1] = r[1];
+        b_frag[buf][j + 1][0] = r[2];
+        b_frag[buf][j + 1][1] = r[3];
+      }
+    }
+  };
+
+  // ---- prologue: fill STAGES - 1 stages of the ring ----
+  const int k_tiles = (K + TILE_K - 1) / TILE_K;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < k_tiles) {
+      copy_a.issue(smem_a + s * A_STAGE_BYTES, s);
+      copy_b.issue(smem_b + s * B_STAGE_BYTES, s);
+    }
+    dg_cp_async_commit();  // one group per k-tile, empty past the end, so the count stays exact
+  }
+  dg_cp_async_wait<STAGES - 2>();  // k-tile 0 has landed
+  __syncthreads();
+
+  int read_stage = 0;
+  int write_stage = STAGES - 1;
+  load_fragments(0, read_stage, 0);
+
+  // ---- main loop ----
+  for (int kt = 0; kt < k_tiles; ++kt) {
+#pragma unroll
+    for (int ks = 0; ks < K_STEPS; ++ks) {
+      if (ks == 0) {
+        // Refill the stage all warps finished reading before the last __syncthreads.
+        const int next = kt + STAGES - 1;
+        if (next < k_tiles) {
+          copy_a.issue(smem_a + write_stage * A_STAGE_BYTES, next);
+          copy_b.issue(smem_b + write_stage * B_STAGE_BYTES, next);
+        }
+        dg_cp_async_commit();
+        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
+      }
+      if (ks == K_STEPS - 1) {
+        // The next k-tile must have landed (at most STAGES - 2 newer groups in flight) and be
+        // visible to every warp before its first fragments are read below.
+        dg_cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
+      }
+      load_fragments((ks + 1) % 2, read_stage, (ks + 1) % K_STEPS);
+#pragma unroll
+      for (int i = 0; i < M_FRAGS; ++i)
+#pragma unroll
+        for (int j = 0; j < N_FRAGS; ++j) dg_mma(acc[i][j], a_frag[ks % 2][i], b_frag[ks % 2][j]);
+    }
+  }
+  dg_cp_async_wait<0>();
+
+  // ---- epilogue: each thread applies the spec's expression to its accumulator fragment ----
+  const int g = lane / 4, t = lane % 4;
+  // Pairs (n, n+1) are stored together when every row start keeps them aligned.
+  const bool paired = D_ROW && (ldd % 2 == 0) &&
+                      (reinterpret_cast<unsigned long long>(gD) % (2 * sizeof(ElementD)) == 0);
+#pragma unroll
+  for (int i = 0; i < M_FRAGS; ++i) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = m0 + warp_m * WARP_TILE_M + i * 16 + g + 8 * half;
+      if (m >= M) continue;
+#pragma unroll
+      for (int j = 0; j < N_FRAGS; ++j) {
+        const int n = n0 + warp_n * WARP_TILE_N + j * 8 + 2 * t;
+        const float v0 = acc[i][j][2 * half];
+        const float v1 = acc[i][j][2 * half + 1];
+        if (D_ROW) {
+          ElementD* out = gD + (long long)m * ldd + n;
+          if (paired && n + 1 < N) {
+            dg_store2(out, epilogue(v0, m, n), epilogue(v1, m, n + 1));
+          } else {
+            if (n < N) dg_store(out, epilogue(v0, m, n));
+            if (n + 1 < N) dg_store(out + 1, epilogue(v1, m, n + 1));
+          }
+        } else {
+          ElementD* out = gD + (long long)n * ldd + m;
+          if (n < N) dg_store(out, epilogue(v0, m, n));
+          if (n + 1 < N) dg_store(out + ldd, epilogue(v1, m, n + 1));
+        }
+      }
+    }
+  }
+}

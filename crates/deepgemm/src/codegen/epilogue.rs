@@ -1,0 +1,315 @@
+//! The spec's epilogue expression and FP8 scales as CUDA C++: a `__device__` lambda
+//! `epilogue(acc, m, n) -> float` that every backend calls on each output element inside its
+//! bounds check, and `scale_a(m, k)` / `scale_b(k, n)` for the SIMT kernel's dequantization.
+
+use super::abi::{leading_dim_name, param_name, pointer_name};
+use super::CodegenError;
+use crate::dtype::DType;
+use crate::spec::{
+    BinaryOp, Dim, Expr, Func, KernelSpec, Layout, Operand, Role, ShapeSym, UnaryOp,
+};
+
+/// The epilogue as C++ statements for the kernel body (4-space lambda body, 2-space indent).
+pub(crate) fn epilogue_code(spec: &KernelSpec) -> Result<String, CodegenError> {
+    let mut scalars = Vec::new();
+    let body = cxx_expr(spec, &spec.epilogue.expr, &mut scalars)?;
+    let mut out = format!(
+        "  // Epilogue (the spec's): {} = {}\n",
+        spec.epilogue.output,
+        dgml_expr(&spec.epilogue.expr)
+    );
+    for operand in scalars {
+        out += &format!(
+            "  const float {} = dg_to_float({}[0]);  // scalar input, read once\n",
+            scalar_name(operand),
+            pointer_name(operand)
+        );
+    }
+    out += &format!(
+        "  auto epilogue = [&](float acc, int m, int n) -> float {{\n    return {body};\n  }};"
+    );
+    Ok(out)
+}
+
+fn scalar_name(operand: &Operand) -> String {
+    format!("s_{}", super::abi::ident(&operand.name))
+}
+
+/// Binding strength, for parentheses: sums < products < negation < atoms.
+fn precedence(expr: &Expr) -> u8 {
+    match expr {
+        Expr::Binary(BinaryOp::Add | BinaryOp::Sub, _, _) => 1,
+        Expr::Binary(BinaryOp::Mul | BinaryOp::Div, _, _) => 2,
+        Expr::Unary(UnaryOp::Neg, _) => 3,
+        Expr::Number(v) if *v < 0.0 => 3,
+        _ => 4,
+    }
+}
+
+fn binary_symbol(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => "*",
+        BinaryOp::Div => "/",
+    }
+}
+
+/// Prints `child` as an operand of a binary operator of precedence `parent`; `right` operands
+/// also need parentheses at equal precedence (a - (b - c)).
+fn operand_text(child: &Expr, parent: u8, right: bool, text: String) -> String {
+    let p = precedence(child);
+    if p < parent || (right && p == parent) {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
+/// An f32 literal that reads back as exactly the same f32.
+fn float_literal(value: f64) -> String {
+    let v = value as f32;
+    if v.is_nan() {
+        "__uint_as_float(0x7FC00000u)".to_string()
+    } else if v.is_infinite() {
+        let sign = if v < 0.0 { "-" } else { "" };
+        format!("{sign}__uint_as_float(0x7F800000u)")
+    } else {
+        // Debug prints the shortest text that round-trips, always with a '.' or an exponent.
+        format!("{v:?}f")
+    }
+}
+
+fn cxx_expr<'a>(
+    spec: &'a KernelSpec,
+    expr: &Expr,
+    scalars: &mut Vec<&'a Operand>,
+) -> Result<String, CodegenError> {
+    Ok(match expr {
+        Expr::Acc => "acc".to_string(),
+        Expr::Number(v) => float_literal(*v),
+        Expr::Var(name) => variable(spec, name, scalars)?,
+        Expr::Unary(UnaryOp::Neg, inner) => {
+            let text = cxx_expr(spec, inner, scalars)?;
+            format!("-{}", operand_text(inner, 3, false, text))
+        }
+        Expr::Binary(op, lhs, rhs) => {
+            let p = precedence(expr);
+            let l = cxx_expr(spec, lhs, scalars)?;
+            let r = cxx_expr(spec, rhs, scalars)?;
+            format!(
+                "{} {} {}",
+                operand_text(lhs, p, false, l),
+                binary_symbol(*op),
+                operand_text(rhs, p, true, r)
+            )
+        }
+        Expr::Call(func, args) => {
+            if args.len() != func.arity() {
+                return Err(CodegenError::Epilogue(format!(
+                    "{} takes {} argument(s), got {}",
+                    func.name(),
+                    func.arity(),
+                    args.len()
+                )));
+            }
+            let args = args
+                .iter()
+                .map(|a| cxx_expr(spec, a, scalars))
+                .collect::<Result<Vec<_>, _>>()?;
+            format!("{}({})", function_name(*func), args.join(", "))
+        }
+        Expr::Cast(dtype, inner) => {
+            let text = cxx_expr(spec, inner, scalars)?;
+            match round_function(*dtype) {
+                Some(f) => format!("{f}({text})"),
+                None => text,
+            }
+        }
+    })
+}
+
+fn function_name(func: Func) -> &'static str {
+    match func {
+        Func::Relu => "dg_relu",
+        Func::Gelu => "dg_gelu",
+        Func::GeluTanh => "dg_gelu_tanh",
+        Func::Silu => "dg_silu",
+        Func::Sigmoid => "dg_sigmoid",
+        Func::Tanh => "tanhf",
+        Func::Min => "fminf",
+        Func::Max => "fmaxf",
+        Func::Clamp => "dg_clamp",
+        Func::Abs => "fabsf",
+    }
+}
+
+/// `cast<dtype>` rounds through the dtype (none needed for f32).
+fn round_function(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F32 => None,
+        DType::Tf32 => Some("dg_round_tf32"),
+        DType::F16 => Some("dg_round_f16"),
+        DType::Bf16 => Some("dg_round_bf16"),
+        DType::E4m3 => Some("dg_round_e4m3"),
+        DType::E5m2 => Some("dg_round_e5m2"),
+        DType::I8 => Some("dg_round_i8"),
+        DType::I32 => Some("dg_round_i32"),
+    }
+}
+
+fn variable<'a>(
+    spec: &'a KernelSpec,
+    name: &str,
+    scalars: &mut Vec<&'a Operand>,
+) -> Result<String, CodegenError> {
+    if spec.params.iter().any(|p| p.name == name) {
+        return Ok(param_name(name));
+    }
+    let operand = spec.operand(name).ok_or_else(|| {
+        CodegenError::Epilogue(format!("`{name}` is neither a param nor an operand"))
+    })?;
+    let ptr = pointer_name(operand);
+    Ok(match &operand.role {
+        Role::C => {
+            let ld = leading_dim_name(operand);
+            let offset = match operand.layout {
+                Layout::Row => format!("(long long)m * {ld} + n"),
+                Layout::Col => format!("(long long)n * {ld} + m"),
+            };
+            format!("dg_to_float({ptr}[{offset}])")
+        }
+        Role::RowVector => format!("dg_to_float({ptr}[m])"),
+        Role::ColVector => format!("dg_to_float({ptr}[n])"),
+        Role::Scalar => {
+            if !scalars.iter().any(|s| s.name == operand.name) {
+                scalars.push(operand);
+            }
+            scalar_name(operand)
+        }
+        Role::A | Role::B | Role::D | Role::Scale { .. } => {
+            return Err(CodegenError::Epilogue(format!(
+                "the epilogue cannot read operand `{name}` (only acc, params, C, vectors and scalars)"
+            )))
+        }
+    })
+}
+
+/// The expression in `.dgml` syntax, for comments.
+pub(crate) fn dgml_expr(expr: &Expr) -> String {
+    match expr {
+        Expr::Acc => "acc".to_string(),
+        Expr::Number(v) => format!("{v}"),
+        Expr::Var(name) => name.clone(),
+        Expr::Unary(UnaryOp::Neg, inner) => {
+            format!("-{}", operand_text(inner, 3, false, dgml_expr(inner)))
+        }
+        Expr::Binary(op, lhs, rhs) => {
+            let p = precedence(expr);
+            format!(
+                "{} {} {}",
+                operand_text(lhs, p, false, dgml_expr(lhs)),
+                binary_symbol(*op),
+                operand_text(rhs, p, true, dgml_expr(rhs))
+            )
+        }
+        Expr::Call(func, args) => {
+            let args: Vec<String> = args.iter().map(dgml_expr).collect();
+            format!("{}({})", func.name(), args.join(", "))
+        }
+        Expr::Cast(dtype, inner) => format!("cast<{dtype}>({})", dgml_expr(inner)),
+    }
+}
+
+/// Scale tensors of operand `of` (A or B) in declaration order.
+pub(crate) fn scales_of<'a>(spec: &'a KernelSpec, of: &Operand) -> Vec<&'a Operand> {
+    spec.operands
+        .iter()
+        .filter(|o| matches!(&o.role, Role::Scale { of: target, .. } if *target == of.name))
+        .collect()
+}
+
+/// `scale_a(m, k)` and `scale_b(k, n)`: the product of the operand's scale tensors at one
+/// element (1 when it has none).
+pub(crate) fn scale_code(spec: &KernelSpec) -> Result<String, CodegenError> {
+    let mut out = String::new();
+    for (operand, lambda, params, allowed) in [
+        (
+            spec.a(),
+            "scale_a",
+            "int m, int k",
+            [ShapeSym::M, ShapeSym::K],
+        ),
+        (
+            spec.b(),
+            "scale_b",
+            "int k, int n",
+            [ShapeSym::K, ShapeSym::N],
+        ),
+    ] {
+        let factors = scales_of(spec, operand)
+            .into_iter()
+            .map(|s| scale_factor(s, &allowed))
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = if factors.is_empty() {
+            "1.0f".to_string()
+        } else {
+            factors.join(" * ")
+        };
+        out += &format!(
+            "  auto {lambda} = [&]({params}) -> float {{ return {body}; }};  // {} scales\n",
+            operand.name
+        );
+    }
+    out.pop();
+    Ok(out)
+}
+
+/// One scale tensor read at the element's coordinates: each dim maps to a coordinate (`m`,
+/// `k / 128`, ...) and the tensor is dense in its declared layout.
+fn scale_factor(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, CodegenError> {
+    let unsupported =
+        |why: String| CodegenError::Epilogue(format!("scale tensor `{}`: {why}", scale.name));
+    let mut coords = Vec::new();
+    let mut extents = Vec::new();
+    for dim in &scale.dims {
+        let (sym, block) = match dim {
+            Dim::Sym(s) => (*s, 1),
+            Dim::CeilDiv(s, b) if *b > 0 => (*s, *b),
+            Dim::Lit(1) => {
+                coords.push("0".to_string());
+                extents.push("1".to_string());
+                continue;
+            }
+            other => return Err(unsupported(format!("unsupported dimension {other:?}"))),
+        };
+        if !allowed.contains(&sym) {
+            return Err(unsupported(format!(
+                "dimension {sym:?} does not index its operand"
+            )));
+        }
+        let coord = format!("{sym:?}").to_lowercase();
+        if block == 1 {
+            coords.push(coord);
+            extents.push(format!("{sym:?}"));
+        } else {
+            coords.push(format!("({coord} / {block})"));
+            extents.push(format!("(({sym:?} + {}) / {block})", block - 1));
+        }
+    }
+    // Row-major: the last dim is contiguous; col-major: the first.
+    if scale.layout == Layout::Col {
+        coords.reverse();
+        extents.reverse();
+    }
+    let mut index = coords.first().cloned().unwrap_or_else(|| "0".to_string());
+    for i in 1..coords.len() {
+        let lhs = if i == 1 {
+            format!("(long long){index}")
+        } else {
+            format!("({index})")
+        };
+        index = format!("{lhs} * {} + {}", extents[i], coords[i]);
+    }
+    Ok(format!("dg_to_float({}[{index}])", pointer_name(scale)))
+}

@@ -1,0 +1,233 @@
+//! The sm80 backend: cp.async multistage ring, ldmatrix and mma.sync (`kernels/sm80_gemm.cu`).
+
+use super::abi::element_type;
+use super::epilogue::scales_of;
+use super::{unsupported, CodegenError};
+use crate::dtype::DType;
+use crate::plan::{Backend, Plan};
+use crate::spec::{KernelSpec, Layout};
+
+pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm80_gemm.cu");
+/// Accumulator registers per thread beyond which a warp tile cannot avoid spilling.
+const MAX_ACCUMULATORS_PER_THREAD: u32 = 128;
+
+fn fail(reason: String) -> CodegenError {
+    unsupported(Backend::Sm80, reason)
+}
+
+/// f32 inputs run on the tf32 tensor cores.
+fn is_tf32(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::Tf32)
+}
+
+fn mma_k(dtype: DType) -> u32 {
+    if is_tf32(dtype) {
+        8
+    } else {
+        16
+    }
+}
+
+pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+    let cc = spec.hardware.compute_capability();
+    if cc < 80 {
+        return Err(fail(format!(
+            "needs sm_80 or newer (cp.async, bf16 mma); target {} is {}",
+            spec.hardware.name, spec.hardware.arch
+        )));
+    }
+    let (a, b) = (spec.a(), spec.b());
+    for operand in [a, b] {
+        match operand.dtype {
+            DType::F16 | DType::Bf16 | DType::F32 | DType::Tf32 => {}
+            DType::E4m3 | DType::E5m2 => {
+                return Err(fail(format!(
+                    "{} inputs need the sm90 backend or simt",
+                    operand.dtype
+                )))
+            }
+            other => return Err(fail(format!("{other} inputs need the simt backend"))),
+        }
+    }
+    if a.dtype != b.dtype && !(is_tf32(a.dtype) && is_tf32(b.dtype)) {
+        return Err(fail(format!(
+            "A and B must share a dtype (A is {}, B is {}); use simt for mixed inputs",
+            a.dtype, b.dtype
+        )));
+    }
+    if spec.accumulate != DType::F32 {
+        return Err(fail(format!(
+            "accumulate {} is not supported (mma.sync accumulates in f32 here)",
+            spec.accumulate
+        )));
+    }
+    if let Some(scale) = scales_of(spec, a).first().or(scales_of(spec, b).first()) {
+        return Err(fail(format!(
+            "scale operand `{}` needs the simt backend",
+            scale.name
+        )));
+    }
+
+    let (tile, warps) = (plan.tile, plan.warps);
+    if warps.producer_warpgroups != 0 {
+        return Err(fail("producer warpgroups are an sm90 feature".to_string()));
+    }
+    if warps.warps_m == 0
+        || warps.warps_n == 0
+        || warps.threads != warps.warps_m * warps.warps_n * 32
+    {
+        return Err(fail(format!(
+            "threads ({}) must be 32 x warps_m ({}) x warps_n ({})",
+            warps.threads, warps.warps_m, warps.warps_n
+        )));
+    }
+    if tile.m % (16 * warps.warps_m) != 0 || tile.n % (16 * warps.warps_n) != 0 {
+        return Err(fail(format!(
+            "tile {}x{} over {}x{} warps must give warp tiles that are multiples of 16",
+            tile.m, tile.n, warps.warps_m, warps.warps_n
+        )));
+    }
+    let accumulators = tile.m / warps.warps_m * tile.n / warps.warps_n / 32;
+    if accumulators > MAX_ACCUMULATORS_PER_THREAD {
+        return Err(fail(format!(
+            "warp tile {}x{} needs {accumulators} accumulator registers per thread; at most {MAX_ACCUMULATORS_PER_THREAD}",
+            tile.m / warps.warps_m,
+            tile.n / warps.warps_n
+        )));
+    }
+    let k_step = mma_k(a.dtype);
+    if tile.k == 0 || tile.k % k_step != 0 {
+        return Err(fail(format!(
+            "TILE_K = {} must be a multiple of the mma K ({k_step})",
+            tile.k
+        )));
+    }
+    if plan.stages < 2 {
+        return Err(fail(format!(
+            "the cp.async ring needs at least 2 stages, got {}",
+            plan.stages
+        )));
+    }
+    let elem = a.dtype.size_bytes();
+    for (name, bytes, layout_rows, layout_cols) in [
+        (
+            "A",
+            plan.operands.a_copy_bytes,
+            if a.layout == Layout::Row {
+                tile.m
+            } else {
+                tile.k
+            },
+            if a.layout == Layout::Row {
+                tile.k
+            } else {
+                tile.m
+            },
+        ),
+        (
+            "B",
+            plan.operands.b_copy_bytes,
+            if b.layout == Layout::Col {
+                tile.n
+            } else {
+                tile.k
+            },
+            if b.layout == Layout::Col {
+                tile.k
+            } else {
+                tile.n
+            },
+        ),
+    ] {
+        if ![4, 8, 16].contains(&bytes) || bytes < elem {
+            return Err(fail(format!(
+                "{name} copies of {bytes} bytes: cp.async copies 4, 8 or 16 bytes of whole elements"
+            )));
+        }
+        let chunks_per_row = layout_cols / (bytes / elem);
+        let even = layout_cols % (bytes / elem) == 0
+            && chunks_per_row > 0
+            && warps.threads % chunks_per_row == 0
+            && layout_rows % (warps.threads / chunks_per_row) == 0;
+        if !even {
+            return Err(fail(format!(
+                "the staged {name} tile ({layout_rows} rows of {layout_cols}) does not split into {bytes}-byte copies over {} threads",
+                warps.threads
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
+    let input = spec.a().dtype;
+    let mma = match input {
+        DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        DType::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        _ => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    };
+    vec![
+        ("TILE_M", plan.tile.m.to_string()),
+        ("TILE_N", plan.tile.n.to_string()),
+        ("TILE_K", plan.tile.k.to_string()),
+        ("STAGES", plan.stages.to_string()),
+        ("WARPS_M", plan.warps.warps_m.to_string()),
+        ("WARPS_N", plan.warps.warps_n.to_string()),
+        ("GROUP_M", plan.raster.group_m.max(1).to_string()),
+        ("A_ROW", (spec.a().layout == Layout::Row).to_string()),
+        ("B_COL", (spec.b().layout == Layout::Col).to_string()),
+        ("D_ROW", (spec.d().layout == Layout::Row).to_string()),
+        ("IN_TYPE", element_type(input).to_string()),
+        ("D_TYPE", element_type(spec.d().dtype).to_string()),
+        ("TF32", is_tf32(input).to_string()),
+        ("MMA_INSTRUCTION", mma.to_string()),
+        ("PAD", super::space::sm80_pad_elems(input).to_string()),
+        ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
+        ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
+        ("A_COPY_BYTES", plan.operands.a_copy_bytes.to_string()),
+        ("B_COPY_BYTES", plan.operands.b_copy_bytes.to_string()),
+    ]
+}
+
+/// Plan-specific lines of the header comment.
+pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
+    let (t, w) = (plan.tile, plan.warps);
+    let pad = super::space::sm80_pad_elems(spec.a().dtype);
+    let staged = |rows: u32, cols: u32| format!("[{rows}][{}]", cols + pad);
+    let a_staged = match spec.a().layout {
+        Layout::Row => format!("row-major, staged {}", staged(t.m, t.k)),
+        Layout::Col => format!("col-major, staged {}", staged(t.k, t.m)),
+    };
+    let b_staged = match spec.b().layout {
+        Layout::Col => format!("col-major, staged {}", staged(t.n, t.k)),
+        Layout::Row => format!("row-major, staged {}", staged(t.k, t.n)),
+    };
+    let stage_bytes = plan.smem.a_stage_bytes + plan.smem.b_stage_bytes;
+    vec![
+        format!(
+            "stage ring: {} x {:.1} KiB = {:.1} KiB; A tile {}x{} {a_staged}; B tile {}x{} {b_staged}",
+            plan.stages,
+            stage_bytes as f64 / 1024.0,
+            plan.smem_bytes() as f64 / 1024.0,
+            t.m,
+            t.k,
+            t.k,
+            t.n
+        ),
+        format!(
+            "copies: cp.async {} B (A) / {} B (B), zero-filled outside the matrix",
+            plan.operands.a_copy_bytes, plan.operands.b_copy_bytes
+        ),
+        format!(
+            "threads: {} = {}x{} warps, warp tile {}x{} as {}x{} {}",
+            w.threads,
+            w.warps_m,
+            w.warps_n,
+            t.m / w.warps_m,
+            t.n / w.warps_n,
+            t.m / w.warps_m / 16,
+            t.n / w.warps_n / 8,
+            if is_tf32(spec.a().dtype) { "mma.m16n8k8 (tf32)" } else { "mma.m16n8k16" }
+        ),
+    ]
+}

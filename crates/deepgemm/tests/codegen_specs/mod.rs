@@ -1,0 +1,258 @@
+//! Specs and plans for the code generation tests, built directly as data (no parser needed).
+//! Shared by `deepgemm/tests/codegen_*.rs` and `deepgemm-cuda/tests/codegen_compiles.rs`.
+#![allow(dead_code)]
+
+use deepgemm::codegen::space;
+use deepgemm::dtype::DType;
+use deepgemm::hw;
+use deepgemm::plan::{Backend, EpilogueStrategy, OperandPath, Plan, Raster, Tile, WarpLayout};
+use deepgemm::spec::{
+    BinaryOp, Dim, DimDomain, Direction, Epilogue, Expr, Func, KernelSpec, Layout, Operand, Param,
+    Role, ScaleGranularity, ShapeSpec, ShapeSym, TargetRef,
+};
+
+/// What varies between test specs; `Default` is the plain bf16 `D = acc`, A row, B col, D row.
+#[derive(Clone, Debug)]
+pub struct SpecShape {
+    pub input: DType,
+    pub a_layout: Layout,
+    pub b_layout: Layout,
+    pub output: DType,
+    pub d_layout: Layout,
+    /// `C` with this layout and `D = alpha * acc + beta * C`.
+    pub c_layout: Option<Layout>,
+    /// `bias[N]` and `D = gelu(acc + bias)`.
+    pub bias_gelu: bool,
+    /// FP8 block scales: `sa: f32[M, K/128]` (1x128) and `sb: f32[N/128, K/128]` (128x128).
+    pub block_scales: bool,
+    pub accumulate: DType,
+    pub target: &'static str,
+}
+
+impl Default for SpecShape {
+    fn default() -> Self {
+        SpecShape {
+            input: DType::Bf16,
+            a_layout: Layout::Row,
+            b_layout: Layout::Col,
+            output: DType::Bf16,
+            d_layout: Layout::Row,
+            c_layout: None,
+            bias_gelu: false,
+            block_scales: false,
+            accumulate: DType::F32,
+            target: "h200",
+        }
+    }
+}
+
+fn matrix(
+    name: &str,
+    direction: Direction,
+    dtype: DType,
+    dims: [ShapeSym; 2],
+    layout: Layout,
+    role: Role,
+) -> Operand {
+    Operand {
+        name: name.to_string(),
+        direction,
+        dtype,
+        dims: dims.iter().map(|s| Dim::Sym(*s)).collect(),
+        layout,
+        role,
+    }
+}
+
+fn var(name: &str) -> Box<Expr> {
+    Box::new(Expr::Var(name.to_string()))
+}
+
+pub fn spec(shape: &SpecShape) -> KernelSpec {
+    use ShapeSym::{K, M, N};
+    let mut operands = vec![
+        matrix(
+            "A",
+            Direction::Input,
+            shape.input,
+            [M, K],
+            shape.a_layout,
+            Role::A,
+        ),
+        matrix(
+            "B",
+            Direction::Input,
+            shape.input,
+            [K, N],
+            shape.b_layout,
+            Role::B,
+        ),
+    ];
+    let mut params = Vec::new();
+    let mut expr = Expr::Acc;
+    if shape.block_scales {
+        operands.push(Operand {
+            name: "sa".to_string(),
+            direction: Direction::Input,
+            dtype: DType::F32,
+            dims: vec![Dim::Sym(M), Dim::CeilDiv(K, 128)],
+            layout: Layout::Col,
+            role: Role::Scale {
+                of: "A".to_string(),
+                granularity: ScaleGranularity::Block1x128,
+            },
+        });
+        operands.push(Operand {
+            name: "sb".to_string(),
+            direction: Direction::Input,
+            dtype: DType::F32,
+            dims: vec![Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)],
+            layout: Layout::Row,
+            role: Role::Scale {
+                of: "B".to_string(),
+                granularity: ScaleGranularity::Block128x128,
+            },
+        });
+    }
+    if let Some(c_layout) = shape.c_layout {
+        operands.push(matrix(
+            "C",
+            Direction::Input,
+            shape.output,
+            [M, N],
+            c_layout,
+            Role::C,
+        ));
+        params.push(Param {
+            name: "alpha".to_string(),
+            dtype: DType::F32,
+            default: Some(1.0),
+        });
+        params.push(Param {
+            name: "beta".to_string(),
+            dtype: DType::F32,
+            default: Some(0.0),
+        });
+        expr = Expr::Binary(
+            BinaryOp::Add,
+            Box::new(Expr::Binary(
+                BinaryOp::Mul,
+                var("alpha"),
+                Box::new(Expr::Acc),
+            )),
+            Box::new(Expr::Binary(BinaryOp::Mul, var("beta"), var("C"))),
+        );
+    }
+    if shape.bias_gelu {
+        operands.push(Operand {
+            name: "bias".to_string(),
+            direction: Direction::Input,
+            dtype: shape.output,
+            dims: vec![Dim::Sym(N)],
+            layout: Layout::Row,
+            role: Role::ColVector,
+        });
+        expr = Expr::Call(
+            Func::Gelu,
+            vec![Expr::Binary(BinaryOp::Add, Box::new(expr), var("bias"))],
+        );
+    }
+    operands.push(matrix(
+        "D",
+        Direction::Output,
+        shape.output,
+        [M, N],
+        shape.d_layout,
+        Role::D,
+    ));
+    KernelSpec {
+        name: "gemm".to_string(),
+        target: TargetRef::Preset(shape.target.to_string()),
+        hardware: hw::preset(shape.target).expect("a built-in preset"),
+        operands,
+        params,
+        accumulate: shape.accumulate,
+        epilogue: Epilogue {
+            output: "D".to_string(),
+            expr,
+        },
+        shape: ShapeSpec {
+            m: DimDomain::Range { lo: 1, hi: 8192 },
+            n: DimDomain::Fixed(4096),
+            k: DimDomain::Fixed(4093),
+        },
+        constraints: Vec::new(),
+        tiling: Vec::new(),
+    }
+}
+
+fn plan(
+    spec: &KernelSpec,
+    backend: Backend,
+    tile: Tile,
+    stages: u32,
+    warps: WarpLayout,
+    group_m: u32,
+) -> Plan {
+    Plan {
+        backend,
+        tile,
+        warps,
+        stages,
+        cluster_m: 1,
+        cluster_n: 1,
+        raster: Raster { group_m },
+        split_k: 1,
+        persistent: false,
+        smem: space::smem_layout(spec, backend, tile),
+        epilogue: EpilogueStrategy::Direct,
+        operands: OperandPath {
+            a_copy_bytes: 16,
+            b_copy_bytes: 16,
+            repack_misaligned: true,
+        },
+    }
+}
+
+/// An sm80 plan: `tile` = (m, n, k), warps (along M, along N).
+pub fn sm80_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32, warps: (u32, u32)) -> Plan {
+    let layout = WarpLayout {
+        warps_m: warps.0,
+        warps_n: warps.1,
+        producer_warpgroups: 0,
+        threads: warps.0 * warps.1 * 32,
+    };
+    plan(
+        spec,
+        Backend::Sm80,
+        Tile {
+            m: tile.0,
+            n: tile.1,
+            k: tile.2,
+        },
+        stages,
+        layout,
+        8,
+    )
+}
+
+pub fn simt_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32) -> Plan {
+    let layout = WarpLayout {
+        warps_m: 8,
+        warps_n: 1,
+        producer_warpgroups: 0,
+        threads: 256,
+    };
+    plan(
+        spec,
+        Backend::Simt,
+        Tile {
+            m: tile.0,
+            n: tile.1,
+            k: tile.2,
+        },
+        stages,
+        layout,
+        4,
+    )
+}
