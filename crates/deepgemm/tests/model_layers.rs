@@ -1,0 +1,180 @@
+//! The model's layers against hand-computed cases.
+
+mod search_support;
+
+use deepgemm::dtype::DType;
+use deepgemm::model::{predict, Bottleneck};
+use deepgemm::plan::{Backend, Plan, Shape};
+use deepgemm::search::{search, space};
+use deepgemm::spec::{DimDomain, KernelSpec};
+use search_support::*;
+
+/// The plan of `backend` with this tile and stage count, no cluster, row-order raster.
+fn plan(spec: &KernelSpec, backend: Backend, tile: (u32, u32), stages: u32) -> Plan {
+    space::enumerate(spec, backend)
+        .into_iter()
+        .find(|p| {
+            (p.tile.m, p.tile.n) == tile
+                && p.stages == stages
+                && p.cluster_m == 1
+                && p.raster.group_m == 1
+                && p.warps.warps_m * p.warps.warps_n == if backend == Backend::Sm80 { 8 } else { 2 }
+        })
+        .unwrap_or_else(|| panic!("{backend} {tile:?} s{stages} is in the space"))
+}
+
+#[test]
+fn operand_tiles_of_128x256x64_bf16_with_4_stages() {
+    let spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    let p = plan(&spec, Backend::Sm90, (128, 256), 4);
+    assert_eq!(p.tile.k, 64);
+    let prediction = predict(&spec, &p, Shape::new(4096, 4096, 4096));
+    assert_eq!(
+        prediction.movement.operand_tile_bytes,
+        (128 * 64 + 64 * 256) * 2 * 4
+    );
+    assert_eq!(prediction.movement.operand_tile_bytes, 196_608);
+}
+
+/// DeepSeek's DeepGEMM: M=256, N=7168 with BLOCK_M=128 on 132 SMs; BLOCK_N=112 gives 128 tiles
+/// (128 busy SMs), BLOCK_N=128 gives 112 (112 busy SMs), so the math of the fuller wave ends
+/// sooner. (Whether the whole kernel is faster depends on the L2 bandwidth the hardware file
+/// assumes: at 9 TB/s x 0.8 both plans are L2-bound here.)
+#[test]
+fn block_n_112_fills_more_sms_on_256x7168() {
+    let shape = Shape::new(256, 7168, 7168);
+    let spec = fixed(DType::Bf16, 256, 7168, 7168);
+    let run = |bn: u32| predict(&spec, &plan(&spec, Backend::Sm90, (128, bn), 4), shape);
+    let (p112, p128) = (run(112), run(128));
+    assert_eq!(p112.schedule.geometry.tiles, 128);
+    assert_eq!(p128.schedule.geometry.tiles, 112);
+    assert_eq!(p112.schedule.waves.launched, 1);
+    assert_eq!(p128.schedule.waves.launched, 1);
+    assert_eq!(p112.schedule.waves.last_wave_busy_sms, 128);
+    assert_eq!(p128.schedule.waves.last_wave_busy_sms, 112);
+    assert!((p112.observables.waves - 128.0 / 132.0).abs() < 1e-12);
+    assert!(p112.schedule.compute_us < p128.schedule.compute_us);
+}
+
+#[test]
+fn decode_shapes_are_memory_bound() {
+    for m in [1, 4, 8, 16] {
+        let spec = fixed(DType::Bf16, m, 8192, 8192);
+        let result = search(&spec).expect("decode shapes have plans");
+        let winner = result.buckets[0].winner();
+        assert_eq!(
+            winner.prediction.bottleneck,
+            Bottleneck::Dram,
+            "M = {m}: {} is {:?}",
+            winner.label,
+            winner.prediction.breakdown
+        );
+        // Reading B once dominates: at least 128 MiB of the DRAM bytes.
+        assert!(winner.prediction.movement.dram_bytes >= 8192.0 * 8192.0 * 2.0);
+    }
+}
+
+#[test]
+fn large_square_is_compute_bound_on_tensor_cores() {
+    let spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    let result = search(&spec).unwrap();
+    let winner = result.buckets[0].winner();
+    assert_eq!(winner.prediction.bottleneck, Bottleneck::Compute);
+    assert_eq!(winner.plan.backend, Backend::Sm80);
+    // mma.sync on Hopper: about half of cuBLAS's ~700 TFLOP/s.
+    let tflops = winner.prediction.tflops;
+    assert!((250.0..=400.0).contains(&tflops), "{tflops}");
+    // The (not yet generated) wgmma path would reach ~700-800.
+    let sm90 = &result.buckets[0].model_only[0];
+    assert!(
+        (600.0..=850.0).contains(&sm90.prediction.tflops),
+        "{}",
+        sm90.prediction.tflops
+    );
+}
+
+#[test]
+fn predicted_time_grows_with_k() {
+    let spec = fixed(DType::Bf16, 2048, 2048, 1024);
+    let p = plan(&spec, Backend::Sm80, (128, 128), 4);
+    let mut last = 0.0;
+    for k in [64, 128, 512, 1024, 4096, 8192, 16384, 65536] {
+        let t = predict(&spec, &p, Shape::new(2048, 2048, k)).time_us;
+        assert!(t > last, "K = {k}: {t} <= {last}");
+        last = t;
+    }
+    // The search's winner too, bucket by bucket.
+    let mut spec = fixed(DType::Bf16, 512, 4096, 1024);
+    spec.shape.k = DimDomain::Set(vec![256, 1024, 4096, 16384]);
+    let result = search(&spec).unwrap();
+    let times: Vec<f64> = result
+        .buckets
+        .iter()
+        .map(|b| b.winner().prediction.time_us)
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+}
+
+#[test]
+fn wave_quantization_shows_in_the_time() {
+    // 132 tiles of 128x128 fill one wave; 133 need a second, nearly empty one.
+    let spec = fixed(DType::Bf16, 128 * 12, 128 * 11, 4096);
+    let p = plan(&spec, Backend::Sm90, (128, 128), 4);
+    let one = predict(&spec, &p, Shape::new(128 * 12, 128 * 11, 4096));
+    let two = predict(&spec, &p, Shape::new(128 * 12 + 1, 128 * 11, 4096));
+    assert_eq!(one.schedule.waves.launched, 1);
+    assert_eq!(two.schedule.waves.launched, 2);
+    assert_eq!(two.schedule.waves.last_wave_busy_sms, 11);
+    assert!(two.time_us > 1.5 * one.time_us);
+}
+
+#[test]
+fn misaligned_leading_dimensions_cost_a_repack_and_pad_k() {
+    let spec = fixed(DType::Bf16, 4095, 4097, 4093);
+    let p = plan(&spec, Backend::Sm80, (128, 128), 4);
+    let odd = predict(&spec, &p, Shape::new(4095, 4097, 4093));
+    let even = predict(&spec, &p, Shape::new(4096, 4096, 4096));
+    // K = 4093 bf16 rows are not 16-byte multiples: A (row) and B (col, K-major) are repacked.
+    let a_and_b = 2.0 * (4095.0 * 4093.0 + 4093.0 * 4097.0) * 2.0;
+    assert_eq!(odd.movement.repack_dram_bytes, a_and_b);
+    assert_eq!(even.movement.repack_dram_bytes, 0.0);
+    assert!(odd.observables.pad_k);
+    assert!(!even.observables.pad_k);
+}
+
+#[test]
+fn split_k_adds_blocks_and_partial_sums() {
+    let spec = fixed(DType::Bf16, 64, 1024, 16384);
+    let mut p = plan(&spec, Backend::Sm80, (64, 128), 4);
+    let shape = Shape::new(64, 1024, 16384);
+    let whole = predict(&spec, &p, shape);
+    p.split_k = 8;
+    let split = predict(&spec, &p, shape);
+    assert_eq!(
+        split.schedule.geometry.blocks,
+        8 * whole.schedule.geometry.blocks
+    );
+    assert_eq!(
+        split.schedule.geometry.k_blocks * 8,
+        whole.schedule.geometry.k_blocks
+    );
+    assert!(split.movement.epilogue_dram_bytes > whole.movement.epilogue_dram_bytes);
+    // 8 tiles on 132 SMs: splitting K puts 64 SMs to work and wins.
+    assert!(
+        split.time_us < whole.time_us,
+        "{} vs {}",
+        split.time_us,
+        whole.time_us
+    );
+}
+
+#[test]
+fn calibration_constants_move_the_prediction() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    let p = plan(&spec, Backend::Sm80, (128, 128), 4);
+    let shape = Shape::new(4096, 4096, 4096);
+    let before = predict(&spec, &p, shape).time_us;
+    spec.hardware.calibration.mma_efficiency_sm80 /= 2.0;
+    let after = predict(&spec, &p, shape).time_us;
+    assert!(after > 1.8 * before, "{before} -> {after}");
+}
