@@ -1,0 +1,289 @@
+//! The search: pruning, ranking, and the messages for specs it cannot satisfy.
+
+mod search_support;
+
+use deepgemm::dtype::DType;
+use deepgemm::model::ObservableValue;
+use deepgemm::plan::Backend;
+use deepgemm::search::{search, SearchError};
+use deepgemm::spec::{
+    CExpr, Constraint, ConstraintOp, DimDomain, Observable, TileValues, TileVar, TilingDomain,
+};
+use proptest::prelude::*;
+use search_support::*;
+
+fn observable_value(c: &deepgemm::search::Candidate, o: Observable) -> f64 {
+    match c.prediction.observables.get(o) {
+        ObservableValue::Number(x) => x,
+        ObservableValue::Backend(_) => panic!("{o:?} is numeric"),
+    }
+}
+
+#[test]
+fn a_shape_range_is_planned_bucket_by_bucket() {
+    let spec = gemm(
+        DType::Bf16,
+        DimDomain::Range { lo: 1, hi: 8192 },
+        14336,
+        4096,
+    );
+    let result = search(&spec).unwrap();
+    assert_eq!(result.buckets.len(), 10);
+    for b in &result.buckets {
+        assert_eq!(b.shape.m, b.bucket.m.1);
+        assert!(b.feasible > 0 && !b.candidates.is_empty());
+        assert!(b.candidates.iter().all(|c| c.plan.backend != Backend::Sm90));
+        assert!(b.model_only.iter().all(|c| c.plan.backend == Backend::Sm90));
+        let removed: usize = b.pruned.iter().map(|p| p.removed).sum();
+        assert!(removed + b.feasible <= b.enumerated);
+        assert!(b.pruned.iter().all(|p| p.violated >= p.removed));
+    }
+    let times: Vec<f64> = result
+        .buckets
+        .iter()
+        .map(|b| b.winner().prediction.time_us)
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+}
+
+#[test]
+fn hard_constraints_prune_and_are_counted() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.constraints = vec![
+        constraint(Observable::Smem, ConstraintOp::Le, 64.0 * 1024.0),
+        constraint(Observable::Registers, ConstraintOp::Le, 128.0),
+    ];
+    let result = search(&spec).unwrap();
+    let b = &result.buckets[0];
+    for c in &b.candidates {
+        assert!(observable_value(c, Observable::Smem) <= 65536.0);
+        assert!(observable_value(c, Observable::Registers) <= 128.0);
+    }
+    let smem = b.pruned.iter().find(|p| p.rule == "smem <= 65536").unwrap();
+    let regs = b
+        .pruned
+        .iter()
+        .find(|p| p.rule == "registers <= 128")
+        .unwrap();
+    assert!(smem.violated > 0 && regs.violated > 0);
+}
+
+#[test]
+fn tiling_domains_narrow_the_space() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.tiling = vec![TilingDomain {
+        var: TileVar::TILE_N,
+        values: TileValues::Set(vec![64]),
+        condition: None,
+    }];
+    let result = search(&spec).unwrap();
+    let b = &result.buckets[0];
+    assert!(b.candidates.iter().all(|c| c.plan.tile.n == 64));
+    assert_eq!(b.pruned[0].rule, "TILE_N in {64}");
+    assert!(b.pruned[0].removed > 0);
+}
+
+#[test]
+fn soft_constraints_trade_against_time() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    let fastest = search(&spec).unwrap().buckets[0].winner().clone();
+    spec.constraints = vec![constraint(Observable::Registers, ConstraintOp::Near, 64.0)];
+    let soft = search(&spec).unwrap().buckets[0].winner().clone();
+    assert!(soft.prediction.registers.total < fastest.prediction.registers.total);
+    assert!(soft.prediction.time_us >= fastest.prediction.time_us);
+}
+
+#[test]
+fn infeasible_spec_names_the_least_relaxation() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.constraints = vec![constraint(Observable::Registers, ConstraintOp::Le, 30.0)];
+    let message = match search(&spec) {
+        Err(e @ SearchError::Infeasible { .. }) => e.to_string(),
+        other => panic!("expected infeasible, got {other:?}"),
+    };
+    // The smallest plan: a 16x16 SIMT tile, 1 accumulator + 2 fragment registers + bookkeeping.
+    let cal = &spec.hardware.calibration;
+    let smallest = 1 + 2 + cal.address_regs_per_thread + cal.epilogue_regs_per_thread;
+    assert!(
+        message.contains(&format!(
+            "`registers <= 30` admits no plan; the smallest needs {smallest} (simt 16x16"
+        )),
+        "{message}"
+    );
+}
+
+#[test]
+fn two_binding_constraints_are_both_reported() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.constraints = vec![
+        constraint(Observable::Tflops, ConstraintOp::Ge, 2000.0),
+        constraint(Observable::Smem, ConstraintOp::Le, 100.0),
+    ];
+    let err = search(&spec).unwrap_err();
+    let SearchError::Infeasible { .. } = &err else {
+        panic!("{err:?}")
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains("tflops >= 2000") && message.contains("smem <= 100"),
+        "{message}"
+    );
+}
+
+#[test]
+fn contradictory_constraints_are_named() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.constraints = vec![
+        constraint(Observable::Smem, ConstraintOp::Le, 10240.0),
+        constraint(Observable::Smem, ConstraintOp::Ge, 20480.0),
+    ];
+    let message = search(&spec).unwrap_err().to_string();
+    assert_eq!(
+        message,
+        "constraints `smem <= 10240` and `smem >= 20480` contradict each other: `smem` would have to be <= 10240 and >= 20480 at once"
+    );
+
+    spec.constraints = vec![
+        tile_constraint(TileVar::TILE_M, ConstraintOp::Eq, 64.0),
+        tile_constraint(TileVar::TILE_M, ConstraintOp::Eq, 128.0),
+    ];
+    let message = search(&spec).unwrap_err().to_string();
+    assert!(
+        message.contains("`TILE_M == 64` and `TILE_M == 128` contradict"),
+        "{message}"
+    );
+    assert!(message.contains("= 64 and = 128"), "{message}");
+}
+
+#[test]
+fn ill_typed_constraints_are_errors() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.constraints = vec![Constraint {
+        lhs: CExpr::Observable(Observable::Backend),
+        op: ConstraintOp::Le,
+        rhs: CExpr::Number(3.0),
+        text: "backend <= 3".to_string(),
+    }];
+    let err = search(&spec).unwrap_err();
+    assert!(matches!(err, SearchError::InvalidConstraint { .. }));
+    assert!(
+        err.to_string()
+            .contains("`backend <= 3` compares a backend with a number"),
+        "{err}"
+    );
+}
+
+#[test]
+fn backend_constraints_select_backends() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.constraints = vec![Constraint {
+        lhs: CExpr::Observable(Observable::Backend),
+        op: ConstraintOp::Eq,
+        rhs: CExpr::Backend(Backend::Simt),
+        text: "backend == simt".to_string(),
+    }];
+    let result = search(&spec).unwrap();
+    assert!(result.buckets[0]
+        .candidates
+        .iter()
+        .all(|c| c.plan.backend == Backend::Simt));
+}
+
+#[test]
+fn ranking_is_deterministic_and_ordered() {
+    let spec = gemm(
+        DType::Bf16,
+        DimDomain::Set(vec![64, 1000, 4096]),
+        4096,
+        7168,
+    );
+    let first = search(&spec).unwrap();
+    let second = search(&spec).unwrap();
+    assert_eq!(first, second);
+    for b in &first.buckets {
+        for w in b.candidates.windows(2) {
+            let order = w[0]
+                .score_us
+                .total_cmp(&w[1].score_us)
+                .then(w[0].label.cmp(&w[1].label));
+            assert_eq!(
+                order,
+                std::cmp::Ordering::Less,
+                "{} then {}",
+                w[0].label,
+                w[1].label
+            );
+        }
+    }
+}
+
+fn arb_constraint() -> impl Strategy<Value = Constraint> {
+    let observable = prop_oneof![
+        (8192.0..240000.0f64).prop_map(|v| (Observable::Smem, ConstraintOp::Le, v.round())),
+        (24.0..255.0f64).prop_map(|v| (Observable::Registers, ConstraintOp::Le, v.round())),
+        (1.0..4.0f64).prop_map(|v| (Observable::Occupancy, ConstraintOp::Ge, v.round())),
+        (0.1..0.9f64).prop_map(|v| (Observable::TensorUtil, ConstraintOp::Ge, v)),
+        (0.5..8.0f64).prop_map(|v| (Observable::Waves, ConstraintOp::Le, v)),
+        (0.0..1.0f64).prop_map(|v| (Observable::L2HitRate, ConstraintOp::Ge, v)),
+    ];
+    let tile = prop_oneof![
+        prop::sample::select(vec![16.0, 32.0, 64.0, 128.0, 256.0]).prop_map(|v| (
+            TileVar::TILE_M,
+            ConstraintOp::Eq,
+            v
+        )),
+        prop::sample::select(vec![32.0, 64.0, 128.0]).prop_map(|v| (
+            TileVar::TILE_N,
+            ConstraintOp::Ge,
+            v
+        )),
+        (1.0..6.0f64).prop_map(|v| (TileVar::STAGES, ConstraintOp::Le, v.round())),
+    ];
+    prop_oneof![
+        observable.prop_map(|(o, op, v)| constraint(o, op, v)),
+        tile.prop_map(|(t, op, v)| tile_constraint(t, op, v)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Whatever the constraints and shape, no returned plan breaks a hard constraint, and the
+    /// search answers with plans or an error value (never a panic).
+    #[test]
+    fn returned_plans_meet_every_hard_constraint(
+        m in 1u64..5000, n in 1u64..9000, k in 1u64..9000,
+        constraints in prop::collection::vec(arb_constraint(), 0..4),
+    ) {
+        let mut spec = fixed(DType::Bf16, m, n, k);
+        spec.constraints = constraints.clone();
+        match search(&spec) {
+            Ok(result) => {
+                for b in &result.buckets {
+                    for c in b.candidates.iter().chain(&b.model_only) {
+                        for constraint in &constraints {
+                            let rhs = match constraint.rhs { CExpr::Number(x) => x, _ => unreachable!() };
+                            let lhs = match &constraint.lhs {
+                                CExpr::Observable(o) => observable_value(c, *o),
+                                CExpr::TileVar(TileVar::TILE_M) => c.plan.tile.m as f64,
+                                CExpr::TileVar(TileVar::TILE_N) => c.plan.tile.n as f64,
+                                CExpr::TileVar(TileVar::STAGES) => c.plan.stages as f64,
+                                other => unreachable!("{other:?}"),
+                            };
+                            let tol = 1e-6 * rhs.abs().max(1.0);
+                            let ok = match constraint.op {
+                                ConstraintOp::Le => lhs <= rhs + tol,
+                                ConstraintOp::Ge => lhs >= rhs - tol,
+                                ConstraintOp::Eq => (lhs - rhs).abs() <= tol,
+                                ConstraintOp::Near => true,
+                            };
+                            prop_assert!(ok, "{} breaks `{}` ({lhs})", c.label, constraint.text);
+                        }
+                        prop_assert!(!c.prediction.registers.spills);
+                    }
+                }
+            }
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+    }
+}
