@@ -1,5 +1,68 @@
-//! The `.dgml` language: lexer, parser, semantic analysis and diagnostics → [`KernelSpec`].
+//! The `.dgml` language (SPEC.md §2): lexer → parser → semantic analysis → [`KernelSpec`].
+//!
+//! ```text
+//! source ──lexer.rs──▶ tokens ──parser.rs──▶ ast.rs ──sema.rs──▶ types.rs (SpecFile)
+//!                                  every stage reports into diag.rs
+//! ```
+//!
+//! [`parse_str`] / [`parse_file`] run the pipeline and return either the checked kernels or
+//! every diagnostic found. [`to_dgml`] prints a spec back (a round trip gives the same
+//! `SpecFile`) and [`summary`] gives `deepgemm check`'s normalized view. [`Expr::eval`] is the
+//! meaning of epilogue expressions.
 
+mod ast;
+mod diag;
+mod expr;
+mod lexer;
+mod parser;
+mod print;
+mod sema;
 mod types;
 
+pub use diag::{Diagnostic, Diagnostics};
+pub use expr::{erf, round_to};
+pub use print::{summary, to_dgml};
 pub use types::*;
+
+use std::path::Path;
+
+/// Parse and check `.dgml` source. `file_name` is used in diagnostics; `hardware "x.yaml"`
+/// paths are resolved against `base_dir`.
+pub fn parse_str(source: &str, file_name: &str, base_dir: &Path) -> Result<SpecFile, Diagnostics> {
+    let mut diags = Vec::new();
+    let tokens = lexer::lex(source, &mut diags, file_name);
+    let asts = parser::parse(&tokens, source, file_name, &mut diags);
+    if asts.is_empty() && diags.is_empty() {
+        diags.push(
+            Diagnostic::error(
+                file_name,
+                source,
+                diag::Span::new(0, 0),
+                "no kernel in this file",
+            )
+            .expected("at least one `kernel NAME { ... }` block"),
+        );
+    }
+    let kernels = sema::analyze(&asts, source, file_name, base_dir, &mut diags);
+    if diags.is_empty() {
+        Ok(SpecFile { kernels })
+    } else {
+        // Lexing, parsing and analysis each report in source order; merge them.
+        diags.sort_by_key(|d| (d.line, d.col));
+        Err(Diagnostics { items: diags })
+    }
+}
+
+/// Read and parse a spec file; `hardware` paths are relative to the file's directory. A file
+/// that cannot be read is one diagnostic.
+pub fn parse_file(path: &Path) -> Result<SpecFile, Diagnostics> {
+    let name = path.display().to_string();
+    let source = std::fs::read_to_string(path).map_err(|e| Diagnostics {
+        items: vec![Diagnostic::whole_file(
+            &name,
+            format!("cannot read {name}: {e}"),
+        )],
+    })?;
+    let base_dir = path.parent().unwrap_or(Path::new("."));
+    parse_str(&source, &name, base_dir)
+}

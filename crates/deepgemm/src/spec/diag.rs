@@ -1,0 +1,232 @@
+//! Diagnostics: an error with its place in the source, what was expected and a hint, rendered
+//! the way rustc does:
+//!
+//! ```text
+//! error: unknown dtype `bf61`
+//!  --> gemm.dgml:3:12
+//!   |
+//! 3 |   input A: bf61[M, K] row;
+//!   |            ^^^^ expected a dtype: f32, tf32, f16, bf16, e4m3, e5m2, i8, i32
+//!   |
+//!   = hint: did you mean "bf16"?
+//! ```
+//!
+//! A diagnostic carries its own copy of the source line, so rendering needs no source.
+
+use std::fmt;
+
+/// A byte range `[start, end)` in the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Span {
+        Span { start, end }
+    }
+
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+/// One error in a spec file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: String,
+    /// 1-based line of the span's start.
+    pub line: u32,
+    /// 1-based column (in characters) of the span's start.
+    pub col: u32,
+    pub message: String,
+    /// What would have been valid here.
+    pub expected: Option<String>,
+    /// How to fix it (`did you mean "bf16"?`).
+    pub hint: Option<String>,
+    /// The text of the line the span starts on, for the excerpt.
+    pub source_line: String,
+    /// Width of the caret underline, in characters (at least 1, clipped to the line).
+    pub width: u32,
+}
+
+impl Diagnostic {
+    /// An error at `span` of `source`.
+    pub fn error(file: &str, source: &str, span: Span, message: impl Into<String>) -> Diagnostic {
+        let start = floor_char_boundary(source, span.start.min(source.len()));
+        let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = source[start..]
+            .find('\n')
+            .map_or(source.len(), |i| start + i);
+        let source_line = source[line_start..line_end].trim_end_matches('\r');
+        let line = source[..line_start].matches('\n').count() + 1;
+        let col = source[line_start..start].chars().count() + 1;
+        let end = floor_char_boundary(source, span.end.clamp(start, line_end));
+        let width = source[start..end].chars().count().max(1);
+        Diagnostic {
+            file: file.to_string(),
+            line: saturate(line),
+            col: saturate(col),
+            message: message.into(),
+            expected: None,
+            hint: None,
+            source_line: source_line.to_string(),
+            width: saturate(width),
+        }
+    }
+
+    /// A diagnostic about the file as a whole (it cannot be read), with no excerpt.
+    pub fn whole_file(file: &str, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            file: file.to_string(),
+            line: 1,
+            col: 1,
+            message: message.into(),
+            expected: None,
+            hint: None,
+            source_line: String::new(),
+            width: 1,
+        }
+    }
+
+    pub fn expected(mut self, what: impl Into<String>) -> Diagnostic {
+        self.expected = Some(what.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Diagnostic {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Sets a hint only when there is one (the result of [`did_you_mean`]).
+    pub fn maybe_hint(self, hint: Option<String>) -> Diagnostic {
+        match hint {
+            Some(h) => self.hint(h),
+            None => self,
+        }
+    }
+
+    /// The rustc-like rendering (see the module docs).
+    pub fn render(&self) -> String {
+        let mut out = format!("error: {}\n", self.message);
+        let line_no = self.line.to_string();
+        let pad = " ".repeat(line_no.len());
+        out += &format!("{pad}--> {}:{}:{}\n", self.file, self.line, self.col);
+        if !self.source_line.is_empty() {
+            // Tabs would misalign the caret, so the excerpt shows them as single spaces.
+            let excerpt = self.source_line.replace('\t', " ");
+            let indent = " ".repeat(self.col as usize - 1);
+            let carets = "^".repeat(self.width as usize);
+            out += &format!("{pad} |\n{line_no} | {excerpt}\n{pad} | {indent}{carets}");
+            if let Some(expected) = &self.expected {
+                out += &format!(" expected {expected}");
+            }
+            out += "\n";
+        } else if let Some(expected) = &self.expected {
+            out += &format!("{pad} = expected {expected}\n");
+        }
+        if let Some(hint) = &self.hint {
+            out += &format!("{pad} |\n{pad} = hint: {hint}\n");
+        }
+        out
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+/// Every error found in one spec file, in source order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostics {
+    pub items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// All diagnostics, separated by blank lines, with a closing count line.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for d in &self.items {
+            out += &d.render();
+            out += "\n";
+        }
+        let n = self.items.len();
+        out += &format!(
+            "error: could not check the spec: {n} error{}\n",
+            if n == 1 { "" } else { "s" }
+        );
+        out
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+/// `did you mean "x"?` for the known name closest to `got`, if one is close enough to be a typo.
+pub fn did_you_mean<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    closest(got, known).map(|name| format!("did you mean \"{name}\"?"))
+}
+
+/// The known name closest to `got` by Jaro-Winkler similarity, when it is similar enough.
+pub fn closest<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let lowered = got.to_ascii_lowercase();
+    known
+        .into_iter()
+        .map(|k| (strsim::jaro_winkler(&lowered, &k.to_ascii_lowercase()), k))
+        .filter(|(score, _)| *score >= 0.75)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_and_excerpt() {
+        let src = "kernel k {\n  input A: bf61[M, K];\n}";
+        let at = src.find("bf61").unwrap();
+        let d = Diagnostic::error("x.dgml", src, Span::new(at, at + 4), "unknown dtype `bf61`")
+            .expected("a dtype")
+            .maybe_hint(did_you_mean("bf61", ["f16", "bf16", "f32"]));
+        assert_eq!((d.line, d.col, d.width), (2, 12, 4));
+        assert_eq!(
+            d.render(),
+            "error: unknown dtype `bf61`\n --> x.dgml:2:12\n  |\n2 |   input A: bf61[M, K];\n  \
+             |            ^^^^ expected a dtype\n  |\n  = hint: did you mean \"bf16\"?\n"
+        );
+    }
+
+    #[test]
+    fn spans_inside_multibyte_characters_do_not_panic() {
+        let src = "a ∈ b";
+        let d = Diagnostic::error("x", src, Span::new(3, 100), "m");
+        assert_eq!((d.line, d.col), (1, 3));
+    }
+
+    #[test]
+    fn no_suggestion_for_unrelated_names() {
+        assert_eq!(did_you_mean("zzzz", ["bf16", "f32"]), None);
+    }
+}

@@ -1,0 +1,1232 @@
+//! Semantic analysis: syntax tree → [`KernelSpec`]. Resolves every name (dtypes, targets, shape
+//! symbols, observables, tile variables, functions), infers operand roles from their dims and
+//! checks that the kernel is one DeepGEMM can build. Every problem becomes a diagnostic at the
+//! span that causes it; analysis goes on after an error so that one run reports them all.
+
+use super::ast::*;
+use super::diag::{did_you_mean, Diagnostic, Span};
+use super::print;
+use super::types::*;
+use crate::dtype::DType;
+use crate::hw::{self, Hardware};
+use crate::plan::Backend;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Analyse every kernel of a file. Kernels with errors are left out of the result; their
+/// diagnostics are in `diags`.
+pub fn analyze(
+    kernels: &[KernelAst],
+    src: &str,
+    file: &str,
+    base_dir: &Path,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<KernelSpec> {
+    let mut cx = Cx {
+        src,
+        file,
+        base_dir,
+        diags,
+    };
+    let mut seen: HashMap<&str, Span> = HashMap::new();
+    let mut out = Vec::new();
+    for kernel in kernels {
+        if let Some(first) = seen.get(kernel.name.text.as_str()) {
+            let line = cx.line_of(*first);
+            cx.error(
+                kernel.name.span,
+                format!("kernel `{}` is declared twice", kernel.name.text),
+            )
+            .hint = Some(format!(
+                "the first `{}` is on line {line}",
+                kernel.name.text
+            ));
+        } else {
+            seen.insert(&kernel.name.text, kernel.name.span);
+        }
+        if let Some(spec) = cx.kernel(kernel) {
+            out.push(spec);
+        }
+    }
+    out
+}
+
+struct Cx<'a> {
+    src: &'a str,
+    file: &'a str,
+    base_dir: &'a Path,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+/// The items of one kernel, sorted by kind (each block at most once).
+#[derive(Default)]
+struct Items<'k> {
+    targets: Vec<(&'k Item, Span)>,
+    operands: Vec<&'k OperandDecl>,
+    params: Vec<&'k ParamDecl>,
+    accumulate: Option<&'k Name>,
+    epilogue: Option<(&'k Name, &'k AExpr)>,
+    shape: Option<(&'k [ShapeEntry], Span)>,
+    constraints: Option<&'k [ConstraintAst]>,
+    tiling: Option<&'k [TilingEntry]>,
+}
+
+/// Every known target name, for messages.
+fn known_targets() -> String {
+    hw::preset_names().join(", ")
+}
+
+fn dtype_list() -> String {
+    DType::ALL.map(DType::name).join(", ")
+}
+
+impl Cx<'_> {
+    fn error(&mut self, span: Span, message: impl Into<String>) -> &mut Diagnostic {
+        self.diags
+            .push(Diagnostic::error(self.file, self.src, span, message));
+        self.diags.last_mut().expect("just pushed")
+    }
+
+    fn line_of(&self, span: Span) -> usize {
+        self.src[..span.start.min(self.src.len())]
+            .matches('\n')
+            .count()
+            + 1
+    }
+
+    fn kernel(&mut self, kernel: &KernelAst) -> Option<KernelSpec> {
+        let errors_before = self.diags.len();
+        let items = self.sort_items(kernel);
+        let hardware = self.target(kernel, &items);
+        self.check_names(&items);
+        let shape = items
+            .shape
+            .map(|(entries, span)| self.shape(entries, span, &kernel.name));
+        if items.shape.is_none() {
+            self.error(
+                kernel.name.span,
+                format!("kernel `{}` has no `shape` block", kernel.name.text),
+            )
+            .hint = Some("add e.g. `shape { M = 4096; N = 4096; K = 4096; }`".to_string());
+        }
+        let fixed = shape.as_ref().map(Fixed::of).unwrap_or_default();
+        let mut operands: Vec<Option<Operand>> = items
+            .operands
+            .iter()
+            .map(|d| self.operand(d, &fixed))
+            .collect();
+        self.check_roles(kernel, &items.operands, &mut operands, hardware.as_ref());
+        let operands: Vec<Operand> = operands.into_iter().flatten().collect();
+        let params: Vec<Param> = items.params.iter().filter_map(|p| self.param(p)).collect();
+        let accumulate = self.accumulate(items.accumulate, &operands);
+        let epilogue = self.epilogue(items.epilogue, &operands, &params);
+        let constraints = items
+            .constraints
+            .map(|cs| cs.iter().filter_map(|c| self.constraint(c)).collect())
+            .unwrap_or_default();
+        let tiling = items.tiling.map(|ts| self.tiling(ts)).unwrap_or_default();
+
+        if self.diags.len() > errors_before {
+            return None;
+        }
+        let (target, hardware) = hardware?;
+        Some(KernelSpec {
+            name: kernel.name.text.clone(),
+            target,
+            hardware,
+            operands,
+            params,
+            accumulate: accumulate?,
+            epilogue: epilogue?,
+            shape: shape??,
+            constraints,
+            tiling,
+        })
+    }
+
+    fn sort_items<'k>(&mut self, kernel: &'k KernelAst) -> Items<'k> {
+        let mut items = Items::default();
+        for item in &kernel.items {
+            match item {
+                Item::Target(name) => items.targets.push((item, name.span)),
+                Item::Hardware { span, .. } => items.targets.push((item, *span)),
+                Item::Operand(op) => items.operands.push(op),
+                Item::Param(p) => items.params.push(p),
+                Item::Accumulate(dtype) => {
+                    if items.accumulate.replace(dtype).is_some() {
+                        self.error(dtype.span, "`accumulate` is given twice");
+                    }
+                }
+                Item::Epilogue { output, expr } => {
+                    if items.epilogue.replace((output, expr)).is_some() {
+                        self.error(output.span, "`epilogue` is given twice").hint =
+                            Some("a kernel has one epilogue expression".to_string());
+                    }
+                }
+                Item::Shape(entries, span) => {
+                    if items.shape.replace((entries, *span)).is_some() {
+                        self.error(*span, "`shape` block is given twice");
+                    }
+                }
+                Item::Constraints(cs, span) => {
+                    if items.constraints.replace(cs).is_some() {
+                        self.error(*span, "`constraints` block is given twice").hint =
+                            Some("put all constraints in one block".to_string());
+                    }
+                }
+                Item::Tiling(ts, span) => {
+                    if items.tiling.replace(ts).is_some() {
+                        self.error(*span, "`tiling` block is given twice").hint =
+                            Some("put all tiling domains in one block".to_string());
+                    }
+                }
+            }
+        }
+        items
+    }
+
+    // ---- target -------------------------------------------------------------------------
+
+    fn target(&mut self, kernel: &KernelAst, items: &Items) -> Option<(TargetRef, Hardware)> {
+        let Some(&(first, _)) = items.targets.first() else {
+            self.error(
+                kernel.name.span,
+                format!("kernel `{}` has no target", kernel.name.text),
+            )
+            .hint = Some(format!(
+                "add `target NAME;` ({}) or `hardware \"file.yaml\";`",
+                known_targets()
+            ));
+            return None;
+        };
+        for &(_, span) in &items.targets[1..] {
+            self.error(span, "the target is given twice").hint =
+                Some("a kernel has one `target` or `hardware` line".to_string());
+        }
+        match first {
+            Item::Target(name) => match hw::preset(&name.text) {
+                Some(hardware) => Some((TargetRef::Preset(name.text.clone()), hardware)),
+                None => {
+                    let hint = did_you_mean(&name.text, hw::preset_names());
+                    let d = self.error(name.span, format!("unknown target `{}`", name.text));
+                    d.expected = Some(format!(
+                        "a built-in target: {}, or `hardware \"file.yaml\"`",
+                        known_targets()
+                    ));
+                    d.hint = hint;
+                    None
+                }
+            },
+            Item::Hardware { path, span } => {
+                let full = self.base_dir.join(path);
+                match Hardware::load(&full) {
+                    Ok(hardware) => Some((TargetRef::File(path.clone()), hardware)),
+                    Err(e) => {
+                        self.error(*span, format!("cannot use hardware file \"{path}\": {e}"))
+                            .hint = Some(format!(
+                            "the path is relative to the spec's directory ({})",
+                            self.base_dir.display()
+                        ));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        }
+    }
+
+    // ---- names --------------------------------------------------------------------------
+
+    /// Operands and params share one namespace; `M N K acc` are taken.
+    fn check_names(&mut self, items: &Items) {
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        let names = items
+            .operands
+            .iter()
+            .map(|o| &o.name)
+            .chain(items.params.iter().map(|p| &p.name));
+        for name in names {
+            if matches!(name.text.as_str(), "M" | "N" | "K" | "acc") {
+                self.error(name.span, format!("`{}` is a reserved name", name.text))
+                    .hint = Some(
+                    "`M`, `N`, `K` are the GEMM extents and `acc` the accumulator; pick another name"
+                        .to_string(),
+                );
+            } else if let Some(first) = seen.get(name.text.as_str()) {
+                let line = self.line_of(*first);
+                self.error(name.span, format!("`{}` is declared twice", name.text))
+                    .hint = Some(format!("the first `{}` is on line {line}", name.text));
+            } else {
+                seen.insert(&name.text, name.span);
+            }
+        }
+    }
+
+    fn dtype(&mut self, name: &Name) -> Option<DType> {
+        let found = DType::from_name(&name.text);
+        if found.is_none() {
+            let hint = did_you_mean(&name.text, DType::ALL.map(DType::name));
+            let d = self.error(name.span, format!("unknown dtype `{}`", name.text));
+            d.expected = Some(format!("a dtype: {}", dtype_list()));
+            d.hint = hint;
+        }
+        found
+    }
+
+    // ---- shape --------------------------------------------------------------------------
+
+    fn shape(&mut self, entries: &[ShapeEntry], keyword: Span, kernel: &Name) -> Option<ShapeSpec> {
+        let mut domains: [Option<DimDomain>; 3] = [None, None, None];
+        let mut complete = true;
+        for entry in entries {
+            let Some(sym) = self.shape_sym(&entry.sym) else {
+                complete = false;
+                continue;
+            };
+            let slot = &mut domains[sym as usize];
+            let domain = self.domain(entry);
+            if slot.is_some() {
+                self.error(
+                    entry.sym.span,
+                    format!("`{}` is given twice in `shape`", entry.sym.text),
+                );
+                complete = false;
+            } else if domain.is_none() {
+                complete = false;
+            }
+            if slot.is_none() {
+                *slot = domain;
+            }
+        }
+        let missing: Vec<&str> = ["M", "N", "K"]
+            .into_iter()
+            .zip(&domains)
+            .filter(|(_, d)| d.is_none())
+            .map(|(name, _)| name)
+            .collect();
+        if complete && !missing.is_empty() {
+            self.error(keyword, format!(
+                "the shape of kernel `{}` does not give {}",
+                kernel.text,
+                missing.join(", ")
+            ))
+            .hint = Some(format!(
+                "each of M, N and K needs `= v`, `in lo..=hi` or `in {{v1, v2}}`, e.g. `{} = 4096;`",
+                missing[0]
+            ));
+        }
+        let [m, n, k] = domains;
+        Some(ShapeSpec {
+            m: m?,
+            n: n?,
+            k: k?,
+        })
+    }
+
+    fn shape_sym(&mut self, name: &Name) -> Option<ShapeSym> {
+        let sym = match name.text.as_str() {
+            "M" => Some(ShapeSym::M),
+            "N" => Some(ShapeSym::N),
+            "K" => Some(ShapeSym::K),
+            _ => None,
+        };
+        if sym.is_none() {
+            let hint = did_you_mean(&name.text, ["M", "N", "K"]);
+            let d = self.error(name.span, format!("unknown shape symbol `{}`", name.text));
+            d.expected = Some("`M`, `N` or `K`".to_string());
+            d.hint = hint;
+        }
+        sym
+    }
+
+    fn domain(&mut self, entry: &ShapeEntry) -> Option<DimDomain> {
+        let sym = &entry.sym.text;
+        match &entry.domain {
+            DomainAst::Fixed(0) => {
+                self.error(entry.span, format!("`{sym}` must be at least 1"));
+                None
+            }
+            DomainAst::Fixed(v) => Some(DimDomain::Fixed(*v)),
+            DomainAst::Range { lo, hi } if lo > hi => {
+                self.error(
+                    entry.span,
+                    format!("empty range: `{sym} in {lo}..={hi}` has no values"),
+                )
+                .hint = Some(format!("write the smaller bound first: `{hi}..={lo}`"));
+                None
+            }
+            DomainAst::Range { lo: 0, .. } => {
+                self.error(entry.span, format!("`{sym}` must be at least 1"))
+                    .hint = Some("start the range at 1".to_string());
+                None
+            }
+            DomainAst::Range { lo, hi } => Some(DimDomain::Range { lo: *lo, hi: *hi }),
+            DomainAst::Set(values) => {
+                let values = self.int_set(values, entry.span, sym)?;
+                Some(DimDomain::Set(values))
+            }
+        }
+    }
+
+    /// A sorted, distinct, non-empty set of positive values.
+    fn int_set(&mut self, values: &[u64], span: Span, what: &str) -> Option<Vec<u64>> {
+        if values.is_empty() {
+            self.error(span, format!("the set of values of `{what}` is empty"))
+                .expected = Some("at least one value".to_string());
+            return None;
+        }
+        if values.contains(&0) {
+            self.error(span, format!("`{what}` must be at least 1"));
+            return None;
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        Some(sorted)
+    }
+
+    // ---- operands -----------------------------------------------------------------------
+
+    /// Resolve one operand's dtype and dims and infer its role (scale roles are completed in
+    /// `check_roles`, once every operand is known).
+    fn operand(&mut self, decl: &OperandDecl, fixed: &Fixed) -> Option<Operand> {
+        let dtype = self.dtype(&decl.dtype);
+        let dims: Vec<Option<Dim>> = decl.dims.iter().map(|d| self.dim(d)).collect();
+        if decl.dims.len() > 2 {
+            self.error(
+                decl.dims_span,
+                format!(
+                    "`{}` has {} dims; operands have at most 2",
+                    decl.name.text,
+                    decl.dims.len()
+                ),
+            );
+            return None;
+        }
+        if let Some(layout) = &decl.layout {
+            if decl.dims.len() < 2 {
+                self.error(layout.span, "a layout applies only to matrices (2 dims)")
+                    .hint = Some(format!("remove `{}`", layout.text));
+            }
+        }
+        let dims: Vec<Dim> = dims.into_iter().collect::<Option<_>>()?;
+        let layout = match decl.layout.as_ref().map(|l| l.text.as_str()) {
+            Some("col") => Layout::Col,
+            _ => Layout::Row,
+        };
+        let role = match &decl.scale_of {
+            // Placeholder granularity; `check_roles` sets the real one.
+            Some(of) => Role::Scale {
+                of: of.text.clone(),
+                granularity: ScaleGranularity::PerTensor,
+            },
+            None => self.infer_role(decl, &dims, fixed)?,
+        };
+        Some(Operand {
+            name: decl.name.text.clone(),
+            direction: decl.direction,
+            dtype: dtype?,
+            dims,
+            layout,
+            role,
+        })
+    }
+
+    fn dim(&mut self, dim: &DimAst) -> Option<Dim> {
+        match dim {
+            DimAst::Name(name) => self.dim_sym(name).map(Dim::Sym),
+            DimAst::Lit(0, span) => {
+                self.error(*span, "a dimension must be at least 1");
+                None
+            }
+            DimAst::Lit(v, _) => Some(Dim::Lit(*v)),
+            DimAst::Div(_, 0, span) => {
+                self.error(*span, "division by zero in a dimension");
+                None
+            }
+            DimAst::Div(name, block, _) => {
+                let sym = self.dim_sym(name)?;
+                Some(Dim::CeilDiv(sym, *block))
+            }
+        }
+    }
+
+    fn dim_sym(&mut self, name: &Name) -> Option<ShapeSym> {
+        let sym = match name.text.as_str() {
+            "M" => Some(ShapeSym::M),
+            "N" => Some(ShapeSym::N),
+            "K" => Some(ShapeSym::K),
+            _ => None,
+        };
+        if sym.is_none() {
+            let hint = did_you_mean(&name.text, ["M", "N", "K"]);
+            let d = self.error(name.span, format!("unknown dimension `{}`", name.text));
+            d.expected = Some("`M`, `N`, `K`, an integer or `K/128`".to_string());
+            d.hint = hint;
+        }
+        sym
+    }
+
+    /// The role of an operand that is not a scale, from its direction and dims.
+    fn infer_role(&mut self, decl: &OperandDecl, dims: &[Dim], fixed: &Fixed) -> Option<Role> {
+        use ShapeSym::{K, M, N};
+        let is = |pattern: &[ShapeSym]| {
+            pattern.len() == dims.len()
+                && dims.iter().zip(pattern).all(|(d, s)| fixed.matches(d, *s))
+        };
+        let written = print::dims(dims);
+        if dims.iter().any(|d| matches!(d, Dim::CeilDiv(..))) {
+            self.error(
+                decl.dims_span,
+                format!("`{}` has a block dim but no `scale_of`", decl.name.text),
+            )
+            .hint = Some(format!(
+                "block dims like `K/128` are for FP8 scales: `input {}: f32{written} scale_of A;`",
+                decl.name.text
+            ));
+            return None;
+        }
+        let candidates: Vec<Role> = match decl.direction {
+            Direction::Output => [(&[M, N][..], Role::D)]
+                .into_iter()
+                .filter(|(p, _)| is(p))
+                .map(|(_, r)| r)
+                .collect(),
+            Direction::Input => [
+                (&[M, K][..], Role::A),
+                (&[K, N][..], Role::B),
+                (&[M, N][..], Role::C),
+                (&[M][..], Role::RowVector),
+                (&[N][..], Role::ColVector),
+                (&[][..], Role::Scalar),
+            ]
+            .into_iter()
+            .filter(|(p, _)| is(p))
+            .map(|(_, r)| r)
+            .collect(),
+        };
+        match candidates.as_slice() {
+            [role] => Some(role.clone()),
+            [] => {
+                let name = &decl.name.text;
+                let (expected, hint) = match decl.direction {
+                    Direction::Output => (
+                        "the output D as [M, N]".to_string(),
+                        format!("write `output {name}: ...[M, N] row;` (use `col` for a column-major D)"),
+                    ),
+                    Direction::Input => (
+                        "A [M, K], B [K, N], C [M, N], a vector [M] or [N], or a scalar []".to_string(),
+                        role_hint(dims),
+                    ),
+                };
+                let d = self.error(
+                    decl.dims_span,
+                    format!("`{name}` has dims {written}, which fit no operand role"),
+                );
+                d.expected = Some(expected);
+                d.hint = Some(hint);
+                None
+            }
+            _ => {
+                self.error(
+                    decl.dims_span,
+                    format!(
+                        "cannot tell the role of `{}` from the literal dims {written}",
+                        decl.name.text
+                    ),
+                )
+                .hint =
+                    Some("write the shape symbols (`M`, `N`, `K`) instead of numbers".to_string());
+                None
+            }
+        }
+    }
+
+    /// Cross-operand checks: one A, B and D; scales resolved; dtypes legal for the target.
+    fn check_roles(
+        &mut self,
+        kernel: &KernelAst,
+        decls: &[&OperandDecl],
+        operands: &mut [Option<Operand>],
+        target: Option<&(TargetRef, Hardware)>,
+    ) {
+        let mut first_with_role: Vec<(Role, Span)> = Vec::new();
+        for (decl, op) in decls.iter().zip(operands.iter()) {
+            let Some(op) = op else { continue };
+            if !matches!(op.role, Role::A | Role::B | Role::C | Role::D) {
+                continue;
+            }
+            if let Some((_, first)) = first_with_role.iter().find(|(r, _)| *r == op.role) {
+                let line = self.line_of(*first);
+                let (message, hint) = if op.role == Role::D {
+                    (
+                        format!("`{}` is a second output; a kernel has exactly one", op.name),
+                        format!("the output is declared on line {line}"),
+                    )
+                } else {
+                    (
+                        format!(
+                            "`{}` is a second {} operand {}",
+                            op.name,
+                            role_name(&op.role),
+                            print::dims(&op.dims)
+                        ),
+                        format!("the first one is on line {line}"),
+                    )
+                };
+                self.error(decl.name.span, message).hint = Some(hint);
+            } else {
+                first_with_role.push((op.role.clone(), decl.name.span));
+            }
+        }
+        let all_resolved = operands.iter().all(Option::is_some);
+        let has = |role: Role| first_with_role.iter().any(|(r, _)| *r == role);
+        if all_resolved {
+            for (role, example) in [
+                (Role::A, "input A: bf16[M, K] row;"),
+                (Role::B, "input B: bf16[K, N] col;"),
+                (Role::D, "output D: bf16[M, N] row;"),
+            ] {
+                if !has(role.clone()) {
+                    self.error(
+                        kernel.name.span,
+                        format!(
+                            "kernel `{}` has no {} operand",
+                            kernel.name.text,
+                            role_name(&role)
+                        ),
+                    )
+                    .hint = Some(format!("declare it, e.g. `{example}`"));
+                }
+            }
+        }
+        self.check_scales(decls, operands);
+        let a = operands.iter().flatten().find(|o| o.role == Role::A);
+        let b = operands.iter().flatten().find(|o| o.role == Role::B);
+        if let (Some(a), Some(b)) = (a, b) {
+            if a.dtype != b.dtype {
+                let span = decl_span(decls, &b.name);
+                self.error(
+                    span,
+                    format!(
+                        "A (`{}`) is {} but B (`{}`) is {}; A and B must have the same dtype",
+                        a.name, a.dtype, b.name, b.dtype
+                    ),
+                )
+                .hint = Some(format!(
+                    "mixed-precision inputs are not supported in v1; cast B to {} before the GEMM",
+                    a.dtype
+                ));
+            }
+            if let Some((target, hardware)) = target {
+                self.check_dtype_on_target(a, decl_span(decls, &a.name), target, hardware);
+            }
+        }
+    }
+
+    fn check_dtype_on_target(
+        &mut self,
+        a: &Operand,
+        span: Span,
+        target: &TargetRef,
+        hw: &Hardware,
+    ) {
+        if hw.supports_dtype(a.dtype) {
+            return;
+        }
+        let with_it: Vec<&str> = hw::PRESETS
+            .iter()
+            .filter(|p| hw::preset(p.name).is_some_and(|h| h.supports_dtype(a.dtype)))
+            .map(|p| p.name)
+            .collect();
+        let target_name = match target {
+            TargetRef::Preset(name) => name.clone(),
+            TargetRef::File(path) => format!("{} (from \"{path}\")", hw.name),
+        };
+        let d = self.error(
+            span,
+            format!(
+                "{} inputs are not supported on {target_name} ({})",
+                a.dtype, hw.arch
+            ),
+        );
+        let supported: Vec<&str> = hw.mma.iter().map(|r| r.dtype.name()).collect::<Vec<_>>();
+        let mut supported = supported;
+        supported.dedup();
+        d.expected = Some(format!(
+            "an input dtype {target_name} supports: {}",
+            supported.join(", ")
+        ));
+        d.hint = Some(match with_it.as_slice() {
+            [] => format!("no built-in target multiplies {} inputs", a.dtype),
+            [first, ..] => format!(
+                "{} supports {}: `target {first};`",
+                with_it.join(", "),
+                a.dtype
+            ),
+        });
+    }
+
+    /// `scale_of`: f32 scales of an FP8 A or B, one per operand, with a known granularity.
+    fn check_scales(&mut self, decls: &[&OperandDecl], operands: &mut [Option<Operand>]) {
+        let mut scaled: Vec<String> = Vec::new();
+        for (i, decl) in decls.iter().enumerate() {
+            let (Some(op), Some(of)) = (&operands[i], &decl.scale_of) else {
+                continue;
+            };
+            let target = operands
+                .iter()
+                .flatten()
+                .find(|o| o.name == of.text && matches!(o.role, Role::A | Role::B));
+            let Some(target) = target.cloned() else {
+                let names: Vec<&str> = operands
+                    .iter()
+                    .flatten()
+                    .filter(|o| matches!(o.role, Role::A | Role::B))
+                    .map(|o| o.name.as_str())
+                    .collect();
+                let hint = did_you_mean(&of.text, names.iter().copied());
+                let d = self.error(
+                    of.span,
+                    format!(
+                        "`scale_of {}`: no A or B operand is called `{}`",
+                        of.text, of.text
+                    ),
+                );
+                d.expected = Some(format!("the name of A or B ({})", names.join(", ")));
+                d.hint = hint;
+                continue;
+            };
+            if op.dtype != DType::F32 {
+                self.error(
+                    decl.dtype.span,
+                    format!("scale `{}` is {}; scales are f32", op.name, op.dtype),
+                )
+                .hint = Some(format!(
+                    "write `input {}: f32{} scale_of {};`",
+                    op.name,
+                    print::dims(&op.dims),
+                    of.text
+                ));
+            }
+            if !target.dtype.is_fp8() {
+                self.error(
+                    of.span,
+                    format!(
+                        "`{}` is {}; `scale_of` applies to FP8 operands (e4m3, e5m2)",
+                        target.name, target.dtype
+                    ),
+                );
+            }
+            if scaled.contains(&target.name) {
+                self.error(
+                    decl.name.span,
+                    format!("`{}` has a second scale tensor", target.name),
+                )
+                .hint = Some("each FP8 operand has at most one `scale_of`".to_string());
+            }
+            scaled.push(target.name.clone());
+            let granularity = scale_granularity(&target.role, &op.dims);
+            if granularity.is_none() {
+                let accepted = if target.role == Role::A {
+                    "[] (per tensor), [M] (per row) or [M, K/128] (1x128 blocks)"
+                } else {
+                    "[] (per tensor), [N] (per column) or [N/128, K/128] (128x128 blocks)"
+                };
+                self.error(
+                    decl.dims_span,
+                    format!(
+                        "scale dims {} do not fit {} `{}`",
+                        print::dims(&op.dims),
+                        role_name(&target.role),
+                        target.name
+                    ),
+                )
+                .expected = Some(accepted.to_string());
+            }
+            if let (Some(granularity), Some(op)) = (granularity, &mut operands[i]) {
+                op.role = Role::Scale {
+                    of: target.name.clone(),
+                    granularity,
+                };
+            }
+        }
+    }
+
+    // ---- params, accumulate, epilogue ---------------------------------------------------
+
+    fn param(&mut self, decl: &ParamDecl) -> Option<Param> {
+        let dtype = self.dtype(&decl.dtype)?;
+        if dtype != DType::F32 {
+            self.error(
+                decl.dtype.span,
+                format!("param `{}` is {dtype}; params are f32", decl.name.text),
+            )
+            .hint = Some(format!("write `param {}: f32;`", decl.name.text));
+            return None;
+        }
+        Some(Param {
+            name: decl.name.text.clone(),
+            dtype,
+            default: decl.default,
+        })
+    }
+
+    fn accumulate(&mut self, written: Option<&Name>, operands: &[Operand]) -> Option<DType> {
+        let input = operands.iter().find(|o| o.role == Role::A).map(|a| a.dtype);
+        let default = match input {
+            Some(DType::I8) => DType::I32,
+            _ => DType::F32,
+        };
+        let Some(name) = written else {
+            return Some(default);
+        };
+        let dtype = self.dtype(name)?;
+        let Some(input) = input else {
+            return Some(dtype);
+        };
+        let legal: &[DType] = match input {
+            DType::I8 => &[DType::I32],
+            DType::F16 => &[DType::F32, DType::F16],
+            _ => &[DType::F32],
+        };
+        if !legal.contains(&dtype) {
+            let names: Vec<&str> = legal.iter().map(|d| d.name()).collect();
+            let d = self.error(
+                name.span,
+                format!("{input} inputs cannot accumulate in {dtype}"),
+            );
+            d.expected = Some(names.join(" or "));
+            d.hint = Some(format!("write `accumulate {};` or leave it out", names[0]));
+            return None;
+        }
+        Some(dtype)
+    }
+
+    fn epilogue(
+        &mut self,
+        written: Option<(&Name, &AExpr)>,
+        operands: &[Operand],
+        params: &[Param],
+    ) -> Option<Epilogue> {
+        let d = operands.iter().find(|o| o.role == Role::D)?;
+        let Some((output, expr)) = written else {
+            return Some(Epilogue {
+                output: d.name.clone(),
+                expr: default_epilogue(operands, params),
+            });
+        };
+        if output.text != d.name {
+            let hint = did_you_mean(&output.text, [d.name.as_str()])
+                .unwrap_or_else(|| format!("write `epilogue {} = ...;`", d.name));
+            let diag = self.error(
+                output.span,
+                format!(
+                    "the epilogue writes `{}`, but the output is `{}`",
+                    output.text, d.name
+                ),
+            );
+            diag.expected = Some(format!("`{}`", d.name));
+            diag.hint = Some(hint);
+        }
+        let expr = self.expr(expr, operands, params)?;
+        (output.text == d.name).then(|| Epilogue {
+            output: d.name.clone(),
+            expr,
+        })
+    }
+
+    fn expr(&mut self, e: &AExpr, operands: &[Operand], params: &[Param]) -> Option<Expr> {
+        match &e.kind {
+            AExprKind::Number(v) => Some(Expr::Number(*v)),
+            AExprKind::Var(name) if name == "acc" => Some(Expr::Acc),
+            AExprKind::Var(name) => self.var(name, e.span, operands, params),
+            AExprKind::Neg(inner) => {
+                let inner = self.expr(inner, operands, params)?;
+                Some(Expr::Unary(UnaryOp::Neg, Box::new(inner)))
+            }
+            AExprKind::Binary(op, lhs, rhs) => {
+                let lhs = self.expr(lhs, operands, params);
+                let rhs = self.expr(rhs, operands, params);
+                Some(Expr::Binary(*op, Box::new(lhs?), Box::new(rhs?)))
+            }
+            AExprKind::Call(name, args) => {
+                let args: Vec<Option<Expr>> = args
+                    .iter()
+                    .map(|a| self.expr(a, operands, params))
+                    .collect();
+                let func = Func::ALL.into_iter().find(|f| f.name() == name.text);
+                let Some(func) = func else {
+                    let names = Func::ALL.map(Func::name);
+                    let hint = did_you_mean(&name.text, names.iter().copied().chain(["cast"]));
+                    let d = self.error(name.span, format!("unknown function `{}`", name.text));
+                    d.expected = Some(format!("one of {}, cast<dtype>", names.join(", ")));
+                    d.hint = hint;
+                    return None;
+                };
+                if args.len() != func.arity() {
+                    let n = func.arity();
+                    self.error(
+                        e.span,
+                        format!(
+                            "`{}` takes {n} argument{}, found {}",
+                            func.name(),
+                            if n == 1 { "" } else { "s" },
+                            args.len()
+                        ),
+                    );
+                    return None;
+                }
+                let args: Vec<Expr> = args.into_iter().collect::<Option<_>>()?;
+                Some(Expr::Call(func, args))
+            }
+            AExprKind::Cast(dtype, inner) => {
+                let dtype = self.dtype(dtype);
+                let inner = self.expr(inner, operands, params)?;
+                Some(Expr::Cast(dtype?, Box::new(inner)))
+            }
+        }
+    }
+
+    /// A name in the epilogue: a param, or an input the epilogue reads element-wise.
+    fn var(
+        &mut self,
+        name: &str,
+        span: Span,
+        operands: &[Operand],
+        params: &[Param],
+    ) -> Option<Expr> {
+        if params.iter().any(|p| p.name == name) {
+            return Some(Expr::Var(name.to_string()));
+        }
+        if let Some(op) = operands.iter().find(|o| o.name == name) {
+            if matches!(
+                op.role,
+                Role::C | Role::RowVector | Role::ColVector | Role::Scalar
+            ) {
+                return Some(Expr::Var(name.to_string()));
+            }
+            self.error(
+                span,
+                format!(
+                    "the epilogue cannot read `{name}`: it is the {} operand",
+                    role_name(&op.role)
+                ),
+            )
+            .hint =
+                Some("the epilogue sees `acc`, params, C, vector and scalar inputs".to_string());
+            return None;
+        }
+        let visible: Vec<&str> = std::iter::once("acc")
+            .chain(params.iter().map(|p| p.name.as_str()))
+            .chain(
+                operands
+                    .iter()
+                    .filter(|o| {
+                        matches!(
+                            o.role,
+                            Role::C | Role::RowVector | Role::ColVector | Role::Scalar
+                        )
+                    })
+                    .map(|o| o.name.as_str()),
+            )
+            .collect();
+        let hint = did_you_mean(name, visible.iter().copied()).unwrap_or_else(|| {
+            format!("declare it (`param {name}: f32;` or `input {name}: ...;`)")
+        });
+        let d = self.error(span, format!("`{name}` is not declared"));
+        d.expected = Some(format!("one of {}", visible.join(", ")));
+        d.hint = Some(hint);
+        None
+    }
+
+    // ---- constraints and tiling ---------------------------------------------------------
+
+    fn constraint(&mut self, c: &ConstraintAst) -> Option<Constraint> {
+        let lhs = self.cexpr(&c.lhs, false);
+        let rhs = self.cexpr(&c.rhs, false);
+        let (lhs, rhs) = (lhs?, rhs?);
+        let backend_side = |e: &CExpr| {
+            matches!(
+                e,
+                CExpr::Observable(Observable::Backend) | CExpr::Backend(_)
+            )
+        };
+        let uses_backend = backend_side(&lhs)
+            || backend_side(&rhs)
+            || has_backend_literal(&lhs)
+            || has_backend_literal(&rhs);
+        if uses_backend {
+            let well_formed = c.op == ConstraintOp::Eq
+                && matches!(
+                    (&lhs, &rhs),
+                    (CExpr::Observable(Observable::Backend), CExpr::Backend(_))
+                        | (CExpr::Backend(_), CExpr::Observable(Observable::Backend))
+                );
+            if !well_formed {
+                self.error(
+                    c.lhs.span.to(c.rhs.span),
+                    "a backend constraint is `backend == NAME`",
+                )
+                .expected = Some(format!(
+                    "`backend == {}`",
+                    Backend::ALL.map(Backend::name).join(" | ")
+                ));
+                return None;
+            }
+        }
+        let text = print::constraint_text(&lhs, c.op, &rhs);
+        Some(Constraint {
+            lhs,
+            op: c.op,
+            rhs,
+            text,
+        })
+    }
+
+    /// Resolve the names of a constraint (`tile_vars_only` = false) or a tiling condition.
+    fn cexpr(&mut self, e: &CAst, tile_vars_only: bool) -> Option<CExpr> {
+        match &e.kind {
+            CAstKind::Number(v) => Some(CExpr::Number(*v)),
+            CAstKind::Name(name) => self.cname(name, e.span, tile_vars_only),
+            CAstKind::Neg(inner) => Some(CExpr::Neg(Box::new(self.cexpr(inner, tile_vars_only)?))),
+            CAstKind::Not(inner) => Some(CExpr::Not(Box::new(self.cexpr(inner, tile_vars_only)?))),
+            CAstKind::Bin(op, lhs, rhs) => {
+                let lhs = self.cexpr(lhs, tile_vars_only);
+                let rhs = self.cexpr(rhs, tile_vars_only);
+                Some(CExpr::Bin(*op, Box::new(lhs?), Box::new(rhs?)))
+            }
+        }
+    }
+
+    fn cname(&mut self, name: &str, span: Span, tile_vars_only: bool) -> Option<CExpr> {
+        if let Some(var) = TileVar::from_name(name) {
+            return Some(CExpr::TileVar(var));
+        }
+        match name {
+            "true" => return Some(CExpr::Number(1.0)),
+            "false" => return Some(CExpr::Number(0.0)),
+            _ => {}
+        }
+        let tile_vars = TileVar::ALL.map(TileVar::name);
+        if tile_vars_only {
+            let hint = did_you_mean(name, tile_vars).unwrap_or_else(|| {
+                "`where` conditions narrow tile variables; put model limits in `constraints`"
+                    .to_string()
+            });
+            let d = self.error(
+                span,
+                format!("`{name}` cannot be used in a tiling condition"),
+            );
+            d.expected = Some(format!("a tile variable: {}", tile_vars.join(", ")));
+            d.hint = Some(hint);
+            return None;
+        }
+        if let Some(obs) = Observable::from_name(name) {
+            return Some(CExpr::Observable(obs));
+        }
+        if let Some(backend) = Backend::from_name(name) {
+            return Some(CExpr::Backend(backend));
+        }
+        let observables = Observable::ALL.map(Observable::name);
+        let known = observables
+            .iter()
+            .chain(&tile_vars)
+            .copied()
+            .chain(["alu_utilization"])
+            .chain(Backend::ALL.map(Backend::name));
+        let hint = did_you_mean(name, known);
+        let d = self.error(span, format!("unknown name `{name}` in a constraint"));
+        d.expected = Some(format!(
+            "an observable ({}) or a tile variable ({})",
+            observables.join(", "),
+            tile_vars.join(", ")
+        ));
+        d.hint = hint;
+        None
+    }
+
+    fn tiling(&mut self, entries: &[TilingEntry]) -> Vec<TilingDomain> {
+        let mut seen: Vec<TileVar> = Vec::new();
+        let mut out = Vec::new();
+        for entry in entries {
+            let var = TileVar::from_name(&entry.var.text);
+            if var.is_none() {
+                let names = TileVar::ALL.map(TileVar::name);
+                let hint = did_you_mean(&entry.var.text, names);
+                let d = self.error(
+                    entry.var.span,
+                    format!("unknown tile variable `{}`", entry.var.text),
+                );
+                d.expected = Some(format!("one of {}", names.join(", ")));
+                d.hint = hint;
+            }
+            if let Some(v) = var {
+                if seen.contains(&v) {
+                    self.error(
+                        entry.var.span,
+                        format!("`{}` is given twice in `tiling`", v.name()),
+                    );
+                }
+                seen.push(v);
+            }
+            let values = self.tile_values(entry);
+            let condition = match &entry.condition {
+                Some(c) => self.cexpr(c, true).map(Some),
+                None => Some(None),
+            };
+            if let (Some(var), Some(values), Some(condition)) = (var, values, condition) {
+                out.push(TilingDomain {
+                    var,
+                    values,
+                    condition,
+                });
+            }
+        }
+        out
+    }
+
+    fn tile_values(&mut self, entry: &TilingEntry) -> Option<TileValues> {
+        let var = &entry.var.text;
+        let (lo, hi) = match &entry.values {
+            TileValuesAst::Set(values) => {
+                return self.int_set(values, entry.span, var).map(TileValues::Set)
+            }
+            TileValuesAst::Interval { lo, hi } | TileValuesAst::Stepped { lo, hi, .. } => {
+                (*lo, *hi)
+            }
+        };
+        if lo > hi {
+            self.error(
+                entry.span,
+                format!("empty range: `{var}` from {lo} to {hi} has no values"),
+            )
+            .hint = Some("write the smaller bound first".to_string());
+            return None;
+        }
+        if lo == 0 {
+            self.error(entry.span, format!("`{var}` must be at least 1"));
+            return None;
+        }
+        match entry.values {
+            TileValuesAst::Stepped { step: 0, .. } => {
+                self.error(entry.span, "`step` must be at least 1");
+                None
+            }
+            TileValuesAst::Stepped { lo, hi, step } => Some(TileValues::Stepped { lo, hi, step }),
+            TileValuesAst::Interval { lo, hi } => Some(TileValues::Interval { lo, hi }),
+            TileValuesAst::Set(_) => None,
+        }
+    }
+}
+
+/// Which extents are fixed by the shape: a literal dim matches a symbol whose value is fixed
+/// to that literal.
+#[derive(Default)]
+struct Fixed([Option<u64>; 3]);
+
+impl Fixed {
+    fn of(shape: &Option<ShapeSpec>) -> Fixed {
+        let value = |d: &DimDomain| match d {
+            DimDomain::Fixed(v) => Some(*v),
+            _ => None,
+        };
+        match shape {
+            Some(s) => Fixed([value(&s.m), value(&s.n), value(&s.k)]),
+            None => Fixed::default(),
+        }
+    }
+
+    fn matches(&self, dim: &Dim, sym: ShapeSym) -> bool {
+        match dim {
+            Dim::Sym(s) => *s == sym,
+            Dim::Lit(v) => self.0[sym as usize] == Some(*v),
+            Dim::CeilDiv(..) => false,
+        }
+    }
+}
+
+/// The default epilogue: `acc`, scaled by `alpha` when declared, plus `beta * C` (or `C`).
+fn default_epilogue(operands: &[Operand], params: &[Param]) -> Expr {
+    let has_param = |name: &str| params.iter().any(|p| p.name == name);
+    let mut expr = Expr::Acc;
+    if has_param("alpha") {
+        expr = Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Var("alpha".into())),
+            Box::new(expr),
+        );
+    }
+    if let Some(c) = operands.iter().find(|o| o.role == Role::C) {
+        let mut term = Expr::Var(c.name.clone());
+        if has_param("beta") {
+            term = Expr::Binary(
+                BinaryOp::Mul,
+                Box::new(Expr::Var("beta".into())),
+                Box::new(term),
+            );
+        }
+        expr = Expr::Binary(BinaryOp::Add, Box::new(expr), Box::new(term));
+    }
+    expr
+}
+
+fn scale_granularity(of: &Role, dims: &[Dim]) -> Option<ScaleGranularity> {
+    use ShapeSym::{K, M, N};
+    match (of, dims) {
+        (Role::A | Role::B, []) => Some(ScaleGranularity::PerTensor),
+        (Role::A, [Dim::Sym(M)]) => Some(ScaleGranularity::PerRow),
+        (Role::B, [Dim::Sym(N)]) => Some(ScaleGranularity::PerCol),
+        (Role::A, [Dim::Sym(M), Dim::CeilDiv(K, 128)]) => Some(ScaleGranularity::Block1x128),
+        (Role::B, [Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)]) => {
+            Some(ScaleGranularity::Block128x128)
+        }
+        _ => None,
+    }
+}
+
+fn has_backend_literal(e: &CExpr) -> bool {
+    match e {
+        CExpr::Backend(_) => true,
+        CExpr::Neg(x) | CExpr::Not(x) => has_backend_literal(x),
+        CExpr::Bin(_, l, r) => has_backend_literal(l) || has_backend_literal(r),
+        _ => false,
+    }
+}
+
+fn role_name(role: &Role) -> &'static str {
+    match role {
+        Role::A => "A [M, K]",
+        Role::B => "B [K, N]",
+        Role::C => "C [M, N]",
+        Role::D => "output D [M, N]",
+        Role::RowVector => "row vector [M]",
+        Role::ColVector => "column vector [N]",
+        Role::Scalar => "scalar",
+        Role::Scale { .. } => "scale",
+    }
+}
+
+/// A hint for dims that fit no role, aimed at the usual mistake: B written as [N, K].
+fn role_hint(dims: &[Dim]) -> String {
+    use ShapeSym::{K, M, N};
+    match dims {
+        [Dim::Sym(N), Dim::Sym(K)] => {
+            "B is always [K, N]; a B stored as N rows of K is `[K, N] col`".to_string()
+        }
+        [Dim::Sym(K), Dim::Sym(M)] => {
+            "A is always [M, K]; an A stored as K rows of M is `[M, K] col`".to_string()
+        }
+        [Dim::Sym(N), Dim::Sym(M)] => "C is [M, N]; a transposed C is `[M, N] col`".to_string(),
+        [Dim::Sym(K)] => "vectors are [M] (one per row) or [N] (one per column)".to_string(),
+        _ => "dims name M, N and K in the order of the role; `col` gives the other storage order"
+            .to_string(),
+    }
+}
+
+fn decl_span(decls: &[&OperandDecl], name: &str) -> Span {
+    decls
+        .iter()
+        .find(|d| d.name.text == name)
+        .map_or_else(Span::default, |d| d.dtype.span)
+}
