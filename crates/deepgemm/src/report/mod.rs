@@ -297,6 +297,13 @@ fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
         (Some(m), Some(r)) if m.abs() < 1e-9 => {
             let _ = write!(why, "; ties {} and wins on label order", r.label);
         }
+        (Some(m), Some(r)) if m < 1e-3 => {
+            let _ = write!(
+                why,
+                "; within 0.1% of {}, which the model cannot tell apart",
+                r.label
+            );
+        }
         (Some(m), Some(r)) => {
             let _ = write!(why, "; {:.1}% ahead of {}", m * 100.0, r.label);
         }
@@ -497,4 +504,126 @@ fn render_rows(out: &mut String, title: &str, rows: &[CandidateRow]) {
         );
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::hw::preset;
+    use crate::search::search;
+    use crate::spec::*;
+
+    fn spec() -> KernelSpec {
+        let matrix = |name: &str, direction, dims: [ShapeSym; 2], layout, role| Operand {
+            name: name.to_string(),
+            direction,
+            dtype: DType::Bf16,
+            dims: dims.iter().map(|&s| Dim::Sym(s)).collect(),
+            layout,
+            role,
+        };
+        KernelSpec {
+            name: "up".to_string(),
+            target: TargetRef::Preset("h200".to_string()),
+            hardware: preset("h200").unwrap(),
+            operands: vec![
+                matrix(
+                    "A",
+                    Direction::Input,
+                    [ShapeSym::M, ShapeSym::K],
+                    Layout::Row,
+                    Role::A,
+                ),
+                matrix(
+                    "B",
+                    Direction::Input,
+                    [ShapeSym::K, ShapeSym::N],
+                    Layout::Col,
+                    Role::B,
+                ),
+                matrix(
+                    "D",
+                    Direction::Output,
+                    [ShapeSym::M, ShapeSym::N],
+                    Layout::Row,
+                    Role::D,
+                ),
+            ],
+            params: vec![],
+            accumulate: DType::F32,
+            epilogue: Epilogue {
+                output: "D".to_string(),
+                expr: Expr::Acc,
+            },
+            shape: ShapeSpec {
+                m: DimDomain::Set(vec![16, 4096]),
+                n: DimDomain::Fixed(4096),
+                k: DimDomain::Fixed(4096),
+            },
+            constraints: vec![Constraint {
+                lhs: CExpr::Observable(Observable::Smem),
+                op: ConstraintOp::Le,
+                rhs: CExpr::Number(65536.0),
+                text: "smem <= 64 KiB".to_string(),
+            }],
+            tiling: vec![],
+        }
+    }
+
+    #[test]
+    fn analysis_tells_the_winner_and_the_pruning() {
+        let spec = spec();
+        let result = search(&spec).unwrap();
+        let analysis = Analysis::new(&spec, &result, 5);
+        assert_eq!(analysis.buckets.len(), 2);
+        let big = &analysis.buckets[1];
+        assert_eq!(big.candidates.len(), 5);
+        assert_eq!(big.candidates[0].label, big.winner.label);
+        assert_eq!(big.candidates[0].note, "chosen");
+        assert!(big.winner.why.contains(&big.winner.label));
+        let smem = big
+            .pruning
+            .iter()
+            .find(|p| p.rule == "smem <= 64 KiB")
+            .unwrap();
+        assert!(smem.removed > 0);
+        assert!(analysis.note.contains("sm90"));
+
+        let md = render_markdown(&analysis);
+        for needle in [
+            "# up — analysis",
+            "## Hardware assumptions (h200, sm_90a)",
+            "| sm80 | bf16 | mma.sync.m16n8k16 |",
+            "## M = 4096, N = 4096, K = 4096",
+            "`smem <= 64 KiB`",
+            "Not generated yet (model only)",
+            &format!("**{}**", big.winner.label),
+        ] {
+            assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+        }
+    }
+
+    #[test]
+    fn json_round_trips_with_stable_names() {
+        let spec = spec();
+        let analysis = Analysis::new(&spec, &search(&spec).unwrap(), 3);
+        let json = serde_json::to_string_pretty(&analysis).unwrap();
+        // serde_json parses floats to within the last bit; everything else comes back exactly.
+        let back: Analysis = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.buckets.len(), analysis.buckets.len());
+        for (b, a) in back.buckets.iter().zip(&analysis.buckets) {
+            assert_eq!(b.winner.plan, a.winner.plan);
+            assert_eq!(b.pruning, a.pruning);
+            let (tb, ta) = (b.winner.prediction.time_us, a.winner.prediction.time_us);
+            assert!((tb - ta).abs() <= 1e-12 * ta, "{tb} vs {ta}");
+        }
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["schema_version"], 1);
+        let winner = &value["buckets"][0]["winner"];
+        for field in ["label", "plan", "prediction", "bound_by", "layer", "why"] {
+            assert!(!winner[field].is_null(), "winner.{field}");
+        }
+        assert!(winner["prediction"]["observables"]["tensor_util"].is_number());
+    }
 }
