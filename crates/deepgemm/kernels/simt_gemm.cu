@@ -53,7 +53,7 @@ __device__ __forceinline__ Acc dg_to_acc(T x, float scale) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) {{ENTRY}}({{PARAMS}}) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 {{BINDINGS}}
 {{SCALES}}
 {{EPILOGUE}}

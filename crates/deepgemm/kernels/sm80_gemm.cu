@@ -146,7 +146,7 @@ struct TileCopy {
   }
 };
 
-extern "C" __global__ void __launch_bounds__(THREADS) {{ENTRY}}({{PARAMS}}) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 {{BINDINGS}}
 {{EPILOGUE}}
 

@@ -1,0 +1,332 @@
+//! Every generated kernel configuration compiles with NVRTC to a cubin for each architecture it
+//! targets, with no register spills and no stack frame (ptxas's verbose report).
+//!
+//! Needs NVRTC (no GPU): `LD_LIBRARY_PATH=.cuda-tools/nvidia/cu13/lib`. Without it the tests
+//! skip, unless `DEEPGEMM_REQUIRE_NVRTC=1` (the project's test command) makes that a failure.
+
+#[path = "../../deepgemm/tests/codegen_specs/mod.rs"]
+mod codegen_specs;
+
+use codegen_specs::{simt_plan, sm80_plan, spec, SpecShape};
+use cudarc::nvrtc::{result as nvrtc, sys};
+use deepgemm::codegen::{generate, GeneratedKernel};
+use deepgemm::dtype::DType;
+use deepgemm::plan::Plan;
+use deepgemm::spec::{KernelSpec, Layout};
+use std::ffi::{CStr, CString};
+
+/// What ptxas reported for one entry point.
+#[derive(Debug)]
+struct PtxasReport {
+    registers: u32,
+    spill_bytes: u32,
+    stack_bytes: u32,
+}
+
+fn nvrtc_loaded() -> bool {
+    // SAFETY: only probes whether the shared library can be opened.
+    let present = unsafe { sys::is_culib_present() };
+    if !present && std::env::var_os("DEEPGEMM_REQUIRE_NVRTC").is_some() {
+        panic!("NVRTC is required (DEEPGEMM_REQUIRE_NVRTC) but libnvrtc cannot be loaded");
+    }
+    if !present {
+        eprintln!("skipping: libnvrtc not found (set LD_LIBRARY_PATH=.cuda-tools/nvidia/cu13/lib)");
+    }
+    present
+}
+
+/// Compiles `kernel` to a cubin for `arch` (e.g. `sm_90`) and returns ptxas's report, or the
+/// compiler log as the error.
+fn compile(kernel: &GeneratedKernel, arch: &str) -> Result<PtxasReport, String> {
+    let source = CString::new(kernel.source.as_str()).map_err(|e| e.to_string())?;
+    let name = CString::new("kernel.cu").expect("no interior NUL");
+    let program =
+        nvrtc::create_program(&source, Some(name.as_c_str())).map_err(|e| format!("{e:?}"))?;
+    let options = [
+        format!("--gpu-architecture={arch}"),
+        "--ptxas-options=-v".to_string(),
+    ];
+    // SAFETY: `program` was just created and is destroyed once, below.
+    let compiled = unsafe { nvrtc::compile_program(program, &options) };
+    let log = unsafe { nvrtc::get_program_log(program) }
+        .map(|chars| {
+            let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
+            CStr::from_bytes_until_nul(&bytes)
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    unsafe { nvrtc::destroy_program(program) }.map_err(|e| format!("{e:?}"))?;
+    compiled.map_err(|e| format!("{e:?}\n{log}"))?;
+    parse_ptxas(&log, &kernel.entry).ok_or_else(|| format!("no ptxas report in:\n{log}"))
+}
+
+/// Reads "N bytes stack frame, S bytes spill stores, L bytes spill loads" and "Used R registers"
+/// from the lines after "Function properties for ENTRY".
+fn parse_ptxas(log: &str, entry: &str) -> Option<PtxasReport> {
+    let start = log.find(&format!("Function properties for {entry}"))?;
+    let section = &log[start..];
+    let number_before = |text: &str, marker: &str| -> Option<u32> {
+        let end = text.find(marker)?;
+        text[..end].split_whitespace().last()?.parse().ok()
+    };
+    let registers_at = section.find("Used ")? + "Used ".len();
+    let registers = section[registers_at..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(PtxasReport {
+        registers,
+        spill_bytes: number_before(section, " bytes spill stores")?
+            + number_before(section, " bytes spill loads")?,
+        stack_bytes: number_before(section, " bytes stack frame")?,
+    })
+}
+
+/// Compiles each case for each architecture; fails listing every case that did not compile
+/// cleanly. Prints the register table (run with --nocapture to see it).
+fn check_all(cases: &[(String, KernelSpec, Plan)], archs: &[&str]) {
+    let mut failures = Vec::new();
+    for (label, spec, plan) in cases {
+        let kernel = match generate(spec, plan, "v0") {
+            Ok(kernel) => kernel,
+            Err(e) => {
+                failures.push(format!("{label}: generate failed: {e}"));
+                continue;
+            }
+        };
+        for arch in archs {
+            match compile(&kernel, arch) {
+                Ok(report) => {
+                    println!(
+                        "{label:<58} {arch:<6} {:>3} registers, smem {:>6} B",
+                        report.registers, kernel.smem_bytes
+                    );
+                    if report.spill_bytes > 0 || report.stack_bytes > 0 {
+                        failures.push(format!("{label} {arch}: {report:?}"));
+                    }
+                }
+                Err(log) => failures.push(format!("{label} {arch}: {log}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+const TENSOR_ARCHS: [&str; 4] = ["sm_80", "sm_86", "sm_89", "sm_90"];
+
+fn layout_name(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Row => "row",
+        Layout::Col => "col",
+    }
+}
+
+#[test]
+fn sm80_layouts_and_epilogues() {
+    if !nvrtc_loaded() {
+        return;
+    }
+    let mut cases = Vec::new();
+    let layouts = [Layout::Row, Layout::Col];
+    for input in [DType::Bf16, DType::F16, DType::F32] {
+        for a_layout in layouts {
+            for b_layout in layouts {
+                let shape = SpecShape {
+                    input,
+                    a_layout,
+                    b_layout,
+                    ..SpecShape::default()
+                };
+                let s = spec(&shape);
+                let plan = sm80_plan(&s, (128, 128, 32), 4, (2, 2));
+                let label = format!(
+                    "sm80 {input} A {} B {} 128x128x32 s4",
+                    layout_name(a_layout),
+                    layout_name(b_layout)
+                );
+                cases.push((label, s, plan));
+            }
+        }
+    }
+    let epilogues = [
+        (
+            "D col",
+            SpecShape {
+                d_layout: Layout::Col,
+                ..SpecShape::default()
+            },
+        ),
+        (
+            "C row alpha/beta",
+            SpecShape {
+                c_layout: Some(Layout::Row),
+                ..SpecShape::default()
+            },
+        ),
+        (
+            "C col alpha/beta, D col",
+            SpecShape {
+                c_layout: Some(Layout::Col),
+                d_layout: Layout::Col,
+                ..SpecShape::default()
+            },
+        ),
+        (
+            "f16 out",
+            SpecShape {
+                input: DType::F16,
+                output: DType::F16,
+                ..SpecShape::default()
+            },
+        ),
+        (
+            "f32 out",
+            SpecShape {
+                output: DType::F32,
+                ..SpecShape::default()
+            },
+        ),
+        (
+            "tf32 -> f32 out",
+            SpecShape {
+                input: DType::F32,
+                output: DType::F32,
+                ..SpecShape::default()
+            },
+        ),
+        (
+            "bias+gelu",
+            SpecShape {
+                bias_gelu: true,
+                ..SpecShape::default()
+            },
+        ),
+    ];
+    for (what, shape) in epilogues {
+        let s = spec(&shape);
+        let plan = sm80_plan(&s, (128, 128, 32), 4, (2, 2));
+        cases.push((format!("sm80 {what} 128x128x32 s4"), s, plan));
+    }
+    check_all(&cases, &TENSOR_ARCHS);
+}
+
+#[test]
+fn sm80_tile_configs() {
+    if !nvrtc_loaded() {
+        return;
+    }
+    let mut cases = Vec::new();
+    let configs = [
+        ((128, 256, 32), 3, (2, 4)),
+        ((256, 128, 32), 3, (4, 2)),
+        ((128, 128, 64), 3, (2, 2)),
+        ((64, 64, 32), 4, (2, 2)),
+        ((64, 128, 32), 4, (2, 2)),
+        ((128, 64, 32), 5, (2, 2)),
+    ];
+    for (tile, stages, warps) in configs {
+        for (what, shape) in [
+            (
+                "bf16 bias+gelu",
+                SpecShape {
+                    bias_gelu: true,
+                    ..SpecShape::default()
+                },
+            ),
+            (
+                "bf16 A col B row",
+                SpecShape {
+                    a_layout: Layout::Col,
+                    b_layout: Layout::Row,
+                    ..SpecShape::default()
+                },
+            ),
+        ] {
+            let s = spec(&shape);
+            let plan = sm80_plan(&s, tile, stages, warps);
+            let label = format!(
+                "sm80 {what} {}x{}x{} s{stages} w{}x{}",
+                tile.0, tile.1, tile.2, warps.0, warps.1
+            );
+            cases.push((label, s, plan));
+        }
+    }
+    check_all(&cases, &["sm_80", "sm_90"]);
+}
+
+#[test]
+fn simt_dtypes_layouts_and_scales() {
+    if !nvrtc_loaded() {
+        return;
+    }
+    let mut cases = Vec::new();
+    let inputs = [
+        (DType::F32, DType::F32),
+        (DType::F16, DType::F32),
+        (DType::Bf16, DType::F32),
+        (DType::E4m3, DType::F32),
+        (DType::E5m2, DType::F32),
+        (DType::I8, DType::I32),
+        (DType::I8, DType::F32),
+    ];
+    for (input, accumulate) in inputs {
+        let s = spec(&SpecShape {
+            input,
+            accumulate,
+            output: DType::F32,
+            ..SpecShape::default()
+        });
+        let plan = simt_plan(&s, (128, 128, 8), 2);
+        cases.push((
+            format!("simt {input} acc {accumulate} 128x128x8 s2"),
+            s,
+            plan,
+        ));
+    }
+    let layouts = [Layout::Row, Layout::Col];
+    for a_layout in layouts {
+        for b_layout in layouts {
+            for d_layout in layouts {
+                let s = spec(&SpecShape {
+                    a_layout,
+                    b_layout,
+                    d_layout,
+                    ..SpecShape::default()
+                });
+                let plan = simt_plan(&s, (64, 64, 16), 1);
+                let label = format!(
+                    "simt bf16 A {} B {} D {} 64x64x16 s1",
+                    layout_name(a_layout),
+                    layout_name(b_layout),
+                    layout_name(d_layout)
+                );
+                cases.push((label, s, plan));
+            }
+        }
+    }
+    let fp8 = spec(&SpecShape {
+        input: DType::E4m3,
+        block_scales: true,
+        bias_gelu: true,
+        ..SpecShape::default()
+    });
+    let plan = simt_plan(&fp8, (128, 64, 16), 2);
+    cases.push((
+        "simt e4m3 1x128/128x128 scales + bias+gelu 128x64x16 s2".to_string(),
+        fp8,
+        plan,
+    ));
+    let small = spec(&SpecShape {
+        c_layout: Some(Layout::Col),
+        ..SpecShape::default()
+    });
+    let plan = simt_plan(&small, (32, 32, 8), 2);
+    cases.push((
+        "simt bf16 C col alpha/beta 32x32x8 s2".to_string(),
+        small,
+        plan,
+    ));
+    check_all(&cases, &["sm_75", "sm_80", "sm_90"]);
+}
