@@ -298,6 +298,38 @@ fn dim_value(shape: Shape, dim: &Dim) -> u64 {
     }
 }
 
+/// Where `operand` lives at `shape`: matrices in their declared layout with `ld_pad` extra
+/// elements per leading dimension, vectors as one row, scalars as 1x1.
+pub fn operand_geometry(
+    operand: &crate::spec::Operand,
+    shape: Shape,
+    ld_pad: u64,
+) -> Result<Geometry, ReferenceError> {
+    let values: Vec<u64> = operand.dims.iter().map(|d| dim_value(shape, d)).collect();
+    let is_matrix = matches!(operand.role, Role::A | Role::B | Role::C | Role::D);
+    let (rows, cols, layout) = match values.as_slice() {
+        [] => (1, 1, Layout::Row),
+        [len] => (1, *len, Layout::Row),
+        [rows, cols] => (*rows, *cols, operand.layout),
+        _ => {
+            return Err(ReferenceError::UnsupportedRank {
+                operand: operand.name.clone(),
+                dims: values.len(),
+            })
+        }
+    };
+    let natural = match layout {
+        Layout::Row => cols,
+        Layout::Col => rows,
+    };
+    Ok(Geometry {
+        rows,
+        cols,
+        layout,
+        ld: natural + if is_matrix { ld_pad } else { 0 },
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Random inputs
 // ---------------------------------------------------------------------------------------------
@@ -412,30 +444,7 @@ impl Problem {
         }
         let mut tensors = Vec::with_capacity(spec.operands.len());
         for (index, operand) in spec.operands.iter().enumerate() {
-            let values: Vec<u64> = operand.dims.iter().map(|d| dim_value(shape, d)).collect();
-            let is_matrix = matches!(operand.role, Role::A | Role::B | Role::C | Role::D);
-            let (rows, cols, layout) = match values.as_slice() {
-                [] => (1, 1, Layout::Row),
-                [len] => (1, *len, Layout::Row),
-                [rows, cols] => (*rows, *cols, operand.layout),
-                _ => {
-                    return Err(ReferenceError::UnsupportedRank {
-                        operand: operand.name.clone(),
-                        dims: values.len(),
-                    })
-                }
-            };
-            let natural = match layout {
-                Layout::Row => cols,
-                Layout::Col => rows,
-            };
-            let ld = natural + if is_matrix { options.ld_pad } else { 0 };
-            let geometry = Geometry {
-                rows,
-                cols,
-                layout,
-                ld,
-            };
+            let geometry = operand_geometry(operand, shape, options.ld_pad)?;
             let bytes = geometry.storage_elems() as u128 * operand.dtype.size_bytes() as u128;
             if bytes > isize::MAX as u128 {
                 return Err(ReferenceError::TooLarge {
@@ -535,12 +544,11 @@ impl Problem {
         };
         let sums = parallel_map(&lines, |line| {
             let mut sums = ErrorSums::default();
-            let (count, at): (u64, Box<dyn Fn(u64) -> (u64, u64)>) = match *line {
-                Line::Row(r) => (n, Box::new(move |i| (r, i))),
-                Line::Col(c) => (m, Box::new(move |i| (i, c))),
+            let cells: Vec<(u64, u64)> = match *line {
+                Line::Row(r) => (0..n).map(|c| (r, c)).collect(),
+                Line::Col(c) => (0..m).map(|r| (r, c)).collect(),
             };
-            for i in 0..count {
-                let (r, c) = at(i);
+            for (r, c) in cells {
                 let acc = dot(a.row(r), b.row(c));
                 let expected = epilogue.eval(r, c, acc);
                 let got = output.element(r, c);

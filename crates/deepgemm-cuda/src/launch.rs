@@ -1,0 +1,433 @@
+//! Loading a compiled kernel and launching it on device operands.
+//!
+//! [`LoadedKernel::prepare`] checks every operand against the spec and the shape (null pointers,
+//! extents, leading dimensions shorter than a row, dtypes), builds the parameter buffer in the
+//! kernel's argument order, and plans a repack for every operand whose address or leading
+//! dimension breaks the kernel's alignment: such an operand is copied (cuMemcpy2D, any source
+//! pitch) into a workspace with a pitch rounded up to 16 bytes before the launch, and an output is
+//! copied back after it. [`Prepared::enqueue`] then runs copies, kernel and copies in stream
+//! order, with no allocation, so it can be timed.
+
+use crate::device::{arch_runs_on, Copy2d, DeviceBuffer, Gpu};
+use crate::error::{driver, CudaError};
+use crate::nvrtc::Compiled;
+use cudarc::driver::{result, sys};
+use deepgemm::codegen::{GeneratedKernel, KernelArg, WorkspaceRule};
+use deepgemm::dtype::DType;
+use deepgemm::plan::Shape;
+use deepgemm::reference::{operand_geometry, Geometry};
+use deepgemm::spec::{Direction, KernelSpec, Role, ShapeSym};
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+/// Dynamic shared memory a kernel may use without opting in.
+const DEFAULT_SMEM_LIMIT: u32 = 48 * 1024;
+/// Repacked operands get a pitch that is a multiple of this many bytes (the widest copy).
+const REPACK_PITCH_ALIGN: u64 = 16;
+
+/// A kernel's module loaded on a device.
+pub struct LoadedKernel {
+    module: sys::CUmodule,
+    function: sys::CUfunction,
+    kernel: GeneratedKernel,
+    ctx: Arc<cudarc::driver::CudaContext>,
+}
+
+impl Gpu {
+    /// Loads a compiled kernel. Refuses a cubin built for an architecture this GPU cannot run,
+    /// and opts the function in to more than 48 KiB of dynamic shared memory when it needs it.
+    pub fn load(
+        &self,
+        kernel: &GeneratedKernel,
+        compiled: &Compiled,
+    ) -> Result<LoadedKernel, CudaError> {
+        let info = self.info();
+        if !arch_runs_on(&compiled.arch, info.compute_capability) {
+            return Err(CudaError::ArchMismatch {
+                entry: kernel.entry.clone(),
+                kernel_arch: compiled.arch.clone(),
+                gpu: info.name.clone(),
+                gpu_arch: info.arch.clone(),
+            });
+        }
+        let needed = kernel.smem_bytes + compiled.resources.static_smem_bytes;
+        if needed > info.max_smem_per_block_bytes.max(DEFAULT_SMEM_LIMIT) {
+            return Err(CudaError::SharedMemory {
+                entry: kernel.entry.clone(),
+                needed,
+                available: info.max_smem_per_block_bytes,
+            });
+        }
+        let entry = CString::new(kernel.entry.clone()).map_err(|_| CudaError::InvalidOperand {
+            operand: kernel.entry.clone(),
+            problem: "the entry name contains a NUL byte".into(),
+        })?;
+        self.bind()?;
+        // SAFETY: the cubin is a complete image NVRTC produced; it outlives the call.
+        let module = unsafe { result::module::load_data(compiled.cubin.as_ptr() as *const c_void) }
+            .map_err(driver("cuModuleLoadData"))?;
+        let loaded = |function| LoadedKernel {
+            module,
+            function,
+            kernel: kernel.clone(),
+            ctx: self.context().clone(),
+        };
+        // SAFETY: the module is live; on failure it is unloaded by the LoadedKernel's drop.
+        let function = match unsafe { result::module::get_function(module, entry) } {
+            Ok(function) => function,
+            Err(e) => {
+                drop(loaded(std::ptr::null_mut()));
+                return Err(driver("cuModuleGetFunction")(e));
+            }
+        };
+        let loaded = loaded(function);
+        if kernel.smem_bytes > DEFAULT_SMEM_LIMIT {
+            // SAFETY: the function is live; the value was checked against the device limit.
+            unsafe {
+                result::function::set_function_attribute(
+                    function,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    kernel.smem_bytes as i32,
+                )
+            }
+            .map_err(driver("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"))?;
+        }
+        Ok(loaded)
+    }
+}
+
+impl Drop for LoadedKernel {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: loaded in this context and unloaded only here.
+            let _ = unsafe { result::module::unload(self.module) };
+        }
+    }
+}
+
+/// One operand on the device, as the caller owns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceOperand {
+    /// The spec's operand name.
+    pub name: String,
+    /// Address of element (0, 0).
+    pub ptr: sys::CUdeviceptr,
+    pub dtype: DType,
+    pub geometry: Geometry,
+}
+
+/// Everything a launch needs besides the kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchArgs {
+    pub shape: Shape,
+    pub operands: Vec<DeviceOperand>,
+    /// The spec's params by name (missing ones take the spec's default).
+    pub params: Vec<(String, f64)>,
+}
+
+/// One value of the parameter buffer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ArgValue {
+    Pointer(sys::CUdeviceptr),
+    LeadingDim(i64),
+    Extent(i32),
+    Param(f32),
+}
+
+/// An operand copied to an aligned workspace around the launch.
+struct Repack {
+    name: String,
+    /// The caller's operand and its pitch in bytes.
+    user: sys::CUdeviceptr,
+    user_pitch: usize,
+    buffer: DeviceBuffer,
+    pitch: usize,
+    width: usize,
+    height: usize,
+    /// Outputs are copied in (so the poison and any unwritten values travel) and back out.
+    copy_out: bool,
+}
+
+impl Repack {
+    fn copy_in(&self) -> Copy2d {
+        Copy2d {
+            src: self.user,
+            src_pitch: self.user_pitch,
+            dst: self.buffer.ptr(),
+            dst_pitch: self.pitch,
+            width: self.width,
+            height: self.height,
+        }
+    }
+
+    fn copy_back(&self) -> Copy2d {
+        Copy2d {
+            src: self.buffer.ptr(),
+            src_pitch: self.pitch,
+            dst: self.user,
+            dst_pitch: self.user_pitch,
+            width: self.width,
+            height: self.height,
+        }
+    }
+}
+
+/// A checked launch, ready to enqueue any number of times.
+pub struct Prepared<'k> {
+    kernel: &'k LoadedKernel,
+    grid: (u32, u32, u32),
+    values: Vec<ArgValue>,
+    repacks: Vec<Repack>,
+    workspace: Option<DeviceBuffer>,
+    /// Bytes of the workspace zeroed before each launch (offset, length).
+    workspace_zero: Option<(u64, usize)>,
+}
+
+fn invalid(operand: &str, problem: String) -> CudaError {
+    CudaError::InvalidOperand {
+        operand: operand.into(),
+        problem,
+    }
+}
+
+impl LoadedKernel {
+    pub fn kernel(&self) -> &GeneratedKernel {
+        &self.kernel
+    }
+
+    /// Validates `args` against `spec` and plans the launch.
+    pub fn prepare(
+        &self,
+        gpu: &Gpu,
+        spec: &KernelSpec,
+        args: &LaunchArgs,
+    ) -> Result<Prepared<'_>, CudaError> {
+        let kernel = &self.kernel;
+        let shape = args.shape;
+        let bad_shape = |problem: String| CudaError::InvalidShape { shape, problem };
+        if shape.m == 0 || shape.n == 0 || shape.k == 0 {
+            return Err(bad_shape("every extent must be at least 1".into()));
+        }
+        let extent = |sym: ShapeSym| -> Result<i32, CudaError> {
+            let value = match sym {
+                ShapeSym::M => shape.m,
+                ShapeSym::N => shape.n,
+                ShapeSym::K => shape.k,
+            };
+            i32::try_from(value).map_err(|_| bad_shape(format!("{sym:?} = {value} exceeds i32")))
+        };
+        let grid = kernel.grid.grid(shape);
+        let tiles = shape.m.div_ceil(kernel.grid.tile_m.max(1) as u64)
+            * shape.n.div_ceil(kernel.grid.tile_n.max(1) as u64);
+        if tiles > i32::MAX as u64 || grid.1 > 65535 {
+            return Err(bad_shape(format!(
+                "needs a grid of {tiles} x {} blocks, beyond the launch limits",
+                grid.1
+            )));
+        }
+
+        // Check every operand the kernel takes, and decide which ones to repack.
+        let mut operand_ptrs = Vec::new();
+        let mut repacks = Vec::new();
+        for arg in &kernel.args {
+            let KernelArg::Pointer(name) = arg else {
+                continue;
+            };
+            let spec_operand = spec
+                .operand(name)
+                .ok_or_else(|| CudaError::MissingArgument {
+                    entry: kernel.entry.clone(),
+                    what: format!("operand `{name}`, which the spec does not declare"),
+                })?;
+            let bound = args
+                .operands
+                .iter()
+                .find(|o| &o.name == name)
+                .ok_or_else(|| CudaError::MissingArgument {
+                    entry: kernel.entry.clone(),
+                    what: format!("operand `{name}`"),
+                })?;
+            let expected = operand_geometry(spec_operand, shape, 0)?;
+            check_operand(bound, spec_operand.dtype, &expected)?;
+            let required = kernel
+                .alignment
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(1, |(_, bytes)| *bytes)
+                .max(bound.dtype.size_bytes()) as u64;
+            let size = bound.dtype.size_bytes() as u64;
+            let pitch = bound.geometry.ld * size;
+            let is_matrix = matches!(spec_operand.role, Role::A | Role::B | Role::C | Role::D);
+            let aligned = bound.ptr.is_multiple_of(required)
+                && (!is_matrix || pitch.is_multiple_of(required));
+            if aligned {
+                operand_ptrs.push((name.clone(), bound.ptr, bound.geometry.ld));
+                continue;
+            }
+            let width = (bound.geometry.inner() * size) as usize;
+            let height = bound.geometry.outer() as usize;
+            let staged_pitch = (width as u64).next_multiple_of(REPACK_PITCH_ALIGN.max(required));
+            let buffer = gpu.alloc(staged_pitch as usize * height)?;
+            operand_ptrs.push((name.clone(), buffer.ptr(), staged_pitch / size));
+            repacks.push(Repack {
+                name: name.clone(),
+                user: bound.ptr,
+                user_pitch: pitch as usize,
+                buffer,
+                pitch: staged_pitch as usize,
+                width,
+                height,
+                copy_out: spec_operand.direction == Direction::Output,
+            });
+        }
+
+        let workspace_bytes = kernel.workspace.bytes(shape, &kernel.grid);
+        let workspace =
+            if workspace_bytes > 0 {
+                Some(gpu.alloc(usize::try_from(workspace_bytes).map_err(|_| {
+                    bad_shape(format!("needs {workspace_bytes} bytes of workspace"))
+                })?)?)
+            } else {
+                None
+            };
+        let workspace_zero = match kernel.workspace {
+            WorkspaceRule::None => None,
+            WorkspaceRule::SplitK { split_k } => {
+                let counters = split_k as u64 * shape.m * shape.n * 4;
+                Some((counters, (workspace_bytes - counters) as usize))
+            }
+        };
+
+        let mut values = Vec::with_capacity(kernel.args.len());
+        for arg in &kernel.args {
+            let missing = |what: String| CudaError::MissingArgument {
+                entry: kernel.entry.clone(),
+                what,
+            };
+            let find = |name: &str| operand_ptrs.iter().find(|(n, _, _)| n == name);
+            values.push(match arg {
+                KernelArg::Pointer(name) => {
+                    let (_, ptr, _) = find(name).ok_or_else(|| missing(format!("`{name}`")))?;
+                    ArgValue::Pointer(*ptr)
+                }
+                KernelArg::LeadingDim(name) => {
+                    let (_, _, ld) = find(name).ok_or_else(|| {
+                        missing(format!(
+                            "the leading dimension of `{name}`, which has no pointer"
+                        ))
+                    })?;
+                    ArgValue::LeadingDim(*ld as i64)
+                }
+                KernelArg::Extent(sym) => ArgValue::Extent(extent(*sym)?),
+                KernelArg::Param(name) => {
+                    let given = args.params.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+                    let default = spec.params.iter().find(|p| &p.name == name);
+                    let value = given.or(default.and_then(|p| p.default));
+                    ArgValue::Param(value.ok_or_else(|| missing(format!("param `{name}`")))? as f32)
+                }
+                KernelArg::Workspace => {
+                    ArgValue::Pointer(workspace.as_ref().map_or(0, DeviceBuffer::ptr))
+                }
+            });
+        }
+        Ok(Prepared {
+            kernel: self,
+            grid,
+            values,
+            repacks,
+            workspace,
+            workspace_zero,
+        })
+    }
+}
+
+/// Null pointers, a dtype other than the spec's, extents other than the shape's, a leading
+/// dimension shorter than a row (or column, for `col`).
+fn check_operand(
+    bound: &DeviceOperand,
+    dtype: DType,
+    expected: &Geometry,
+) -> Result<(), CudaError> {
+    let name = &bound.name;
+    if bound.ptr == 0 {
+        return Err(invalid(name, "null pointer".into()));
+    }
+    if bound.dtype != dtype {
+        return Err(invalid(
+            name,
+            format!("is {}, the spec declares {dtype}", bound.dtype),
+        ));
+    }
+    let g = &bound.geometry;
+    if (g.rows, g.cols, g.layout) != (expected.rows, expected.cols, expected.layout) {
+        return Err(invalid(
+            name,
+            format!(
+                "is {}x{} {:?}; the shape needs {}x{} {:?}",
+                g.rows, g.cols, g.layout, expected.rows, expected.cols, expected.layout
+            ),
+        ));
+    }
+    if g.ld < g.inner() {
+        let line = match g.layout {
+            deepgemm::spec::Layout::Row => "row",
+            deepgemm::spec::Layout::Col => "column",
+        };
+        return Err(invalid(
+            name,
+            format!(
+                "leading dimension {} is smaller than a {line} ({} elements)",
+                g.ld,
+                g.inner()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Prepared<'_> {
+    /// Names of the operands that are repacked around each launch.
+    pub fn repacked(&self) -> Vec<&str> {
+        self.repacks.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    /// Enqueues repacks, workspace zeroing, the kernel and copy-backs on the GPU's stream.
+    pub fn enqueue(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        for repack in &self.repacks {
+            gpu.copy_2d(repack.copy_in())?;
+        }
+        if let (Some(workspace), Some((offset, len))) = (&self.workspace, self.workspace_zero) {
+            gpu.memset(workspace.ptr() + offset, 0, len)?;
+        }
+        let mut storage = self.values.clone();
+        let mut params: Vec<*mut c_void> = storage
+            .iter_mut()
+            .map(|value| match value {
+                ArgValue::Pointer(p) => p as *mut u64 as *mut c_void,
+                ArgValue::LeadingDim(v) => v as *mut i64 as *mut c_void,
+                ArgValue::Extent(v) => v as *mut i32 as *mut c_void,
+                ArgValue::Param(v) => v as *mut f32 as *mut c_void,
+            })
+            .collect();
+        let kernel = &self.kernel.kernel;
+        gpu.bind()?;
+        // SAFETY: the function is live while `self.kernel` is; `params` points at values of the
+        // exact C types of the kernel's parameters (CUdeviceptr, long long, int, float), in its
+        // argument order, and outlives the call (the driver copies them at launch).
+        unsafe {
+            result::launch_kernel(
+                self.kernel.function,
+                self.grid,
+                (kernel.threads, 1, 1),
+                kernel.smem_bytes,
+                gpu.stream(),
+                &mut params,
+            )
+        }
+        .map_err(driver("cuLaunchKernel"))?;
+        for repack in self.repacks.iter().filter(|r| r.copy_out) {
+            gpu.copy_2d(repack.copy_back())?;
+        }
+        Ok(())
+    }
+}

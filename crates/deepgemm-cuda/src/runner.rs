@@ -1,0 +1,197 @@
+//! Run and verify: fresh inputs on the device, poisoned output, launch, download, compare with
+//! the CPU reference, and optionally time. Used by `deepgemm run`, `deepgemm bench` and the GPU
+//! tests.
+
+use crate::cache::compile_kernel;
+use crate::device::{DeviceBuffer, Gpu};
+use crate::error::CudaError;
+use crate::launch::{DeviceOperand, LaunchArgs};
+use crate::nvrtc::Resources;
+use crate::timing::{tflops, Timer, TimingOptions};
+use deepgemm::codegen::GeneratedKernel;
+use deepgemm::plan::Shape;
+use deepgemm::reference::{Check, Problem, ProblemOptions};
+use deepgemm::spec::{KernelSpec, Role};
+use serde::Serialize;
+
+/// How to build the inputs and whether to time.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunOptions {
+    /// Seeds the inputs and the reference's sample; use a fresh one per check.
+    pub seed: u64,
+    /// Extra elements on every matrix operand's leading dimension (1 gives ld = K+1 for a
+    /// row-major A).
+    pub ld_pad: u64,
+    /// Bytes added to every operand's base address (2 misaligns every pointer for 16-byte
+    /// copies, so the launcher must repack).
+    pub base_offset_bytes: u64,
+    /// Values for the spec's params; others take their default (or a seeded random value).
+    pub params: Vec<(String, f64)>,
+    /// Time the kernel after checking it.
+    pub timing: Option<TimingOptions>,
+}
+
+/// The outcome of one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    pub entry: String,
+    /// `Plan::label()`, e.g. `sm80 128x128x32 s4 w2x4`.
+    pub plan: String,
+    pub shape: Shape,
+    /// ‖D − ref‖ / ‖ref‖.
+    pub error: f64,
+    pub tolerance: f64,
+    pub passed: bool,
+    /// Output elements still poisoned (NaN) after the run.
+    pub unwritten_count: u64,
+    pub checked_elements: u64,
+    /// Whether the reference covered sampled rows and columns (large shapes).
+    pub sampled: bool,
+    /// Operands the launcher copied to an aligned workspace.
+    pub repacked: Vec<String>,
+    pub resources: Resources,
+    pub from_cache: bool,
+    /// Median of the timed runs, when timed.
+    pub time_us: Option<f64>,
+    pub tflops: Option<f64>,
+}
+
+/// A [`Problem`] uploaded to the device: one allocation per operand, each operand starting
+/// `base_offset_bytes` into its allocation.
+pub struct DeviceProblem {
+    pub problem: Problem,
+    buffers: Vec<DeviceBuffer>,
+    operands: Vec<DeviceOperand>,
+    base_offset: usize,
+}
+
+impl DeviceProblem {
+    /// Generates fresh inputs for `spec` at `shape` and uploads them, output poisoned.
+    pub fn upload(
+        gpu: &Gpu,
+        spec: &KernelSpec,
+        shape: Shape,
+        options: &RunOptions,
+    ) -> Result<DeviceProblem, CudaError> {
+        let problem = Problem::generate(
+            spec,
+            shape,
+            &ProblemOptions {
+                seed: options.seed,
+                ld_pad: options.ld_pad,
+                params: options.params.clone(),
+            },
+        )?;
+        let base_offset = options.base_offset_bytes as usize;
+        let mut buffers = Vec::with_capacity(problem.tensors.len());
+        let mut operands = Vec::with_capacity(problem.tensors.len());
+        for tensor in &problem.tensors {
+            let buffer = gpu.alloc(base_offset + tensor.bytes.len())?;
+            gpu.upload(&buffer, base_offset, &tensor.bytes)?;
+            operands.push(DeviceOperand {
+                name: tensor.name.clone(),
+                ptr: buffer.ptr() + base_offset as u64,
+                dtype: tensor.dtype,
+                geometry: tensor.geometry,
+            });
+            buffers.push(buffer);
+        }
+        Ok(DeviceProblem {
+            problem,
+            buffers,
+            operands,
+            base_offset,
+        })
+    }
+
+    pub fn operands(&self) -> &[DeviceOperand] {
+        &self.operands
+    }
+
+    pub fn operand(&self, name: &str) -> Option<&DeviceOperand> {
+        self.operands.iter().find(|o| o.name == name)
+    }
+
+    pub fn launch_args(&self) -> LaunchArgs {
+        LaunchArgs {
+            shape: self.problem.shape,
+            operands: self.operands.clone(),
+            params: self.problem.params.clone(),
+        }
+    }
+
+    fn output_index(&self) -> Result<usize, CudaError> {
+        self.problem
+            .tensors
+            .iter()
+            .position(|t| t.role == Role::D)
+            .ok_or_else(|| CudaError::InvalidOperand {
+                operand: "D".into(),
+                problem: "the spec declares no output".into(),
+            })
+    }
+
+    /// Writes the poison over the output again (before a run whose output will be checked).
+    pub fn poison_output(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        let index = self.output_index()?;
+        gpu.upload(
+            &self.buffers[index],
+            self.base_offset,
+            &self.problem.tensors[index].bytes,
+        )
+    }
+
+    /// The output's bytes in its layout, after everything enqueued so far.
+    pub fn download_output(&self, gpu: &Gpu) -> Result<Vec<u8>, CudaError> {
+        let index = self.output_index()?;
+        let mut out = vec![0u8; self.problem.tensors[index].bytes.len()];
+        gpu.download(&self.buffers[index], self.base_offset, &mut out)?;
+        Ok(out)
+    }
+
+    /// Compares the device's output with the CPU reference.
+    pub fn check(&self, gpu: &Gpu, spec: &KernelSpec) -> Result<Check, CudaError> {
+        let out = self.download_output(gpu)?;
+        Ok(self.problem.check(spec, &out)?)
+    }
+}
+
+/// Compiles (through the cache), loads, runs and checks `kernel` on fresh inputs; times it when
+/// `options.timing` says so (after the checked run).
+pub fn run(
+    gpu: &Gpu,
+    spec: &KernelSpec,
+    kernel: &GeneratedKernel,
+    shape: Shape,
+    options: &RunOptions,
+) -> Result<RunReport, CudaError> {
+    let (compiled, from_cache) = compile_kernel(kernel)?;
+    let loaded = gpu.load(kernel, &compiled)?;
+    let device = DeviceProblem::upload(gpu, spec, shape, options)?;
+    let prepared = loaded.prepare(gpu, spec, &device.launch_args())?;
+    prepared.enqueue(gpu)?;
+    let check = device.check(gpu, spec)?;
+    let time_us = match options.timing {
+        Some(timing) => {
+            let timer = Timer::new(gpu)?;
+            Some(timer.time(gpu, timing, || prepared.enqueue(gpu))?.median_us)
+        }
+        None => None,
+    };
+    Ok(RunReport {
+        entry: kernel.entry.clone(),
+        plan: kernel.plan.label(),
+        shape,
+        error: check.error,
+        tolerance: check.tolerance,
+        passed: check.passed,
+        unwritten_count: check.unwritten,
+        checked_elements: check.checked,
+        sampled: check.sampled,
+        repacked: prepared.repacked().into_iter().map(String::from).collect(),
+        resources: compiled.resources,
+        from_cache,
+        time_us,
+        tflops: time_us.map(|us| tflops(shape, us)),
+    })
+}

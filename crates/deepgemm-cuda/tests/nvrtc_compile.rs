@@ -1,0 +1,119 @@
+//! NVRTC on a machine without a GPU: compile to PTX and cubin for every architecture DeepGEMM
+//! targets, read ptxas's resource report, report errors with the source line, cache cubins.
+//! These tests need NVRTC 13 and fail (never skip) without it: the test command installs it.
+
+use deepgemm_cuda::cache::{compile_cached, KernelCache};
+use deepgemm_cuda::nvrtc;
+use deepgemm_cuda::CudaError;
+
+/// A small kernel with the features whose cost ptxas reports: registers, a barrier, static smem.
+const SMALL: &str = r#"
+extern "C" __global__ void axpy_bf16(float a, const unsigned short* x, float* y, int n) {
+    __shared__ float tile[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? __uint_as_float(((unsigned)x[i]) << 16) : 0.f;
+    __syncthreads();
+    if (i < n) y[i] += a * tile[255 - threadIdx.x];
+}
+"#;
+
+fn require_nvrtc() -> (i32, i32) {
+    nvrtc::version().unwrap_or_else(|e| panic!("these tests need NVRTC: {e}"))
+}
+
+#[test]
+fn nvrtc_compiles_for_every_target_arch_and_reports_resources() {
+    assert_eq!(require_nvrtc().0, 13);
+    for arch in ["sm_80", "sm_86", "sm_89", "sm_90a"] {
+        let compiled = nvrtc::compile(SMALL, "axpy_bf16", arch)
+            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        // An ELF image, PTX for the same target, and the report of this entry.
+        assert_eq!(&compiled.cubin[..4], b"\x7fELF", "{arch}");
+        assert!(compiled.ptx.contains(".entry axpy_bf16"), "{arch}");
+        assert!(compiled.ptx.contains(&format!(".target {arch}")), "{arch}");
+        let r = compiled.resources;
+        assert!(r.registers >= 4 && r.registers <= 64, "{arch}: {r:?}");
+        assert_eq!(r.static_smem_bytes, 1024, "{arch}: {r:?}");
+        assert!(!r.spills(), "{arch}: {r:?}");
+    }
+}
+
+#[test]
+fn nvrtc_reports_spills() {
+    require_nvrtc();
+    // A large per-thread array indexed at run time lives in local memory: a stack frame.
+    let source = r#"
+extern "C" __global__ void spill(float* out, int i) {
+    float big[512];
+    for (int j = 0; j < 512; ++j) big[j] = out[j] * j;
+    out[threadIdx.x] = big[i & 511];
+}
+"#;
+    let compiled = nvrtc::compile(source, "spill", "sm_90a").unwrap();
+    assert!(compiled.resources.stack_frame_bytes >= 2048, "{:?}", compiled.resources);
+}
+
+#[test]
+fn nvrtc_errors_quote_the_generated_source() {
+    require_nvrtc();
+    let source = "extern \"C\" __global__ void broken(float* out) {\n  out[0] = undefined_name;\n}\n";
+    let err = nvrtc::compile(source, "broken", "sm_90a").unwrap_err();
+    let CudaError::Compile { report, .. } = &err else {
+        panic!("expected a compile error, got {err}");
+    };
+    assert!(report.contains("identifier \"undefined_name\" is undefined"), "{report}");
+    assert!(report.contains(">    2 |   out[0] = undefined_name;"), "{report}");
+    assert!(err.to_string().contains("for sm_90a"), "{err}");
+}
+
+#[test]
+fn nvrtc_cubins_are_cached_on_disk() {
+    require_nvrtc();
+    let dir = std::env::temp_dir().join(format!("deepgemm-nvrtc-cache-{}", std::process::id()));
+    let cache = KernelCache::at(&dir);
+    let (first, hit) = compile_cached(SMALL, "axpy_bf16", "sm_90a", Some(&cache)).unwrap();
+    assert!(!hit);
+    let (second, hit) = compile_cached(SMALL, "axpy_bf16", "sm_90a", Some(&cache)).unwrap();
+    assert!(hit);
+    assert_eq!(first, second);
+    assert_eq!(first.cubin, second.cubin);
+    // Another arch is another entry.
+    let (_, hit) = compile_cached(SMALL, "axpy_bf16", "sm_80", Some(&cache)).unwrap();
+    assert!(!hit);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// NVRTC is found without LD_LIBRARY_PATH when a `.cuda-tools/` install sits in the current
+/// folder or above (the test runs itself again in a child process with the variable removed).
+#[test]
+fn nvrtc_is_found_without_ld_library_path() {
+    const CHILD: &str = "DEEPGEMM_NVRTC_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        require_nvrtc();
+        nvrtc::compile(SMALL, "axpy_bf16", "sm_90a").expect("compiles after preloading");
+        return;
+    }
+    require_nvrtc();
+    // Where the parent found it: the child gets that folder only through DEEPGEMM_NVRTC_DIR
+    // when it is not a `.cuda-tools/` above the working directory.
+    let from_path = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+    let dir = from_path
+        .split(':')
+        .find(|d| std::path::Path::new(d).join(nvrtc::NVRTC_LIBRARY).is_file());
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args(["--exact", "nvrtc_is_found_without_ld_library_path", "--nocapture"])
+        .env_remove("LD_LIBRARY_PATH")
+        .env(CHILD, "1");
+    if let Some(dir) = dir.filter(|d| !d.contains(".cuda-tools")) {
+        child.env("DEEPGEMM_NVRTC_DIR", dir);
+    }
+    let output = child.output().unwrap();
+    assert!(
+        output.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
