@@ -15,6 +15,9 @@ pub struct Name {
 pub struct KernelAst {
     pub name: Name,
     pub items: Vec<Item>,
+    /// An item failed to parse or the block was not closed: items may be missing because of a
+    /// reported syntax error, so semantic analysis does not report missing items again.
+    pub incomplete: bool,
 }
 
 /// One statement or block inside `kernel NAME { ... }`.

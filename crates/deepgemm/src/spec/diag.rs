@@ -177,15 +177,22 @@ pub fn did_you_mean<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> 
     closest(got, known).map(|name| format!("did you mean \"{name}\"?"))
 }
 
-/// The known name closest to `got` by Jaro-Winkler similarity, when it is similar enough.
+/// The known name closest to `got`, when it is close enough to be a typo: at most about one
+/// edit in two characters (Damerau-Levenshtein, so swapped letters count once), or a shared
+/// long prefix (Jaro-Winkler). Case is ignored.
 pub fn closest<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lowered = got.to_ascii_lowercase();
     known
         .into_iter()
-        .map(|k| (strsim::jaro_winkler(&lowered, &k.to_ascii_lowercase()), k))
-        .filter(|(score, _)| *score >= 0.75)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k)
+        .map(|k| {
+            let k_lowered = k.to_ascii_lowercase();
+            let edits = strsim::normalized_damerau_levenshtein(&lowered, &k_lowered);
+            let prefix = strsim::jaro_winkler(&lowered, &k_lowered);
+            (edits, prefix, k)
+        })
+        .filter(|(edits, prefix, _)| *edits >= 0.5 || *prefix >= 0.88)
+        .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)))
+        .map(|(_, _, k)| k)
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
@@ -226,7 +233,12 @@ mod tests {
     }
 
     #[test]
-    fn no_suggestion_for_unrelated_names() {
+    fn suggestions_are_typos_only() {
         assert_eq!(did_you_mean("zzzz", ["bf16", "f32"]), None);
+        assert_eq!(closest("bais", ["A", "bias"]), Some("bias"));
+        assert_eq!(closest("bais", ["A"]), None);
+        assert_eq!(closest("a10", ["a100", "h100"]), Some("a100"));
+        assert_eq!(closest("smme", ["smem", "sm90"]), Some("smem"));
+        assert_eq!(closest("BF16", ["bf16", "f16"]), Some("bf16"));
     }
 }

@@ -16,7 +16,11 @@ pub enum TokenKind {
         value: f64,
         int: Option<u64>,
     },
-    Str(String),
+    /// `"..."`; `closed` is false for an unterminated string (already reported).
+    Str {
+        text: String,
+        closed: bool,
+    },
     LBrace,
     RBrace,
     LBracket,
@@ -56,7 +60,7 @@ impl TokenKind {
         match self {
             TokenKind::Word(w) => format!("`{w}`"),
             TokenKind::Number { value, .. } => format!("number `{value}`"),
-            TokenKind::Str(s) => format!("string \"{s}\""),
+            TokenKind::Str { text, .. } => format!("string \"{text}\""),
             TokenKind::Eof => "end of file".to_string(),
             other => format!("`{}`", other.punct_text()),
         }
@@ -91,7 +95,10 @@ impl TokenKind {
             TokenKind::OrOr => "||",
             TokenKind::DotDotEq => "..=",
             TokenKind::DotDot => "..",
-            TokenKind::Word(_) | TokenKind::Number { .. } | TokenKind::Str(_) | TokenKind::Eof => {
+            TokenKind::Word(_)
+            | TokenKind::Number { .. }
+            | TokenKind::Str { .. }
+            | TokenKind::Eof => {
                 ""
             }
         }
@@ -256,7 +263,7 @@ impl Lexer<'_> {
             Some(i) if body[i..].starts_with('"') => {
                 let text = body[..i].to_string();
                 self.pos += 1 + i + 1;
-                self.push(TokenKind::Str(text), start);
+                self.push(TokenKind::Str { text, closed: true }, start);
             }
             found => {
                 let text_len = found.unwrap_or(body.len());
@@ -271,7 +278,13 @@ impl Lexer<'_> {
                     )
                     .expected("a closing `\"` on the same line"),
                 );
-                self.push(TokenKind::Str(text), start);
+                self.push(
+                    TokenKind::Str {
+                        text,
+                        closed: false,
+                    },
+                    start,
+                );
             }
         }
     }

@@ -47,6 +47,8 @@ pub struct Parser<'a> {
     depth: usize,
     /// Binary operators in the current item; capped so trees stay shallow enough to walk.
     operators: usize,
+    /// A block entry failed to parse since the current kernel started.
+    entry_failed: bool,
 }
 
 /// Parse every `kernel` block of a token stream (which ends with `Eof`).
@@ -64,6 +66,7 @@ pub fn parse(
         diags,
         depth: 0,
         operators: 0,
+        entry_failed: false,
     };
     parser.file_items()
 }
@@ -237,10 +240,10 @@ impl Parser<'_> {
     }
 
     /// Run `f` one nesting level deeper, refusing past [`MAX_DEPTH`].
-    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+    /// `opener` is the token that opens the level (`(`, `-`, `!`), where a refusal points.
+    fn nested<T>(&mut self, opener: Span, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
         if self.depth >= MAX_DEPTH {
-            let span = self.span();
-            self.error_at(span, "expression nested too deeply").hint = Some(format!(
+            self.error_at(opener, "expression nested too deeply").hint = Some(format!(
                 "at most {MAX_DEPTH} levels of nesting are accepted"
             ));
             return Err(Reported);
@@ -298,42 +301,47 @@ impl Parser<'_> {
                 return None;
             }
         };
-        if self.expect(TokenKind::LBrace).is_err() {
+        let Ok(open) = self.expect(TokenKind::LBrace) else {
             self.skip_to_next_kernel();
             return None;
-        }
+        };
         let mut items = Vec::new();
+        let mut incomplete = false;
+        self.entry_failed = false;
         loop {
-            match self.peek() {
+            let end = match self.peek() {
                 TokenKind::RBrace => {
                     self.bump();
                     break;
                 }
-                TokenKind::Eof => {
-                    let span = self.span();
-                    self.error_at(span, format!("kernel `{}` is not closed", name.text))
-                        .expected = Some("`}`".to_string());
-                    break;
-                }
-                TokenKind::Word(w) if w == "kernel" => {
-                    let span = self.span();
-                    self.error_at(span, format!("kernel `{}` is not closed", name.text))
-                        .expected = Some("`}` before the next kernel".to_string());
-                    break;
-                }
-                _ => {}
+                TokenKind::Eof => "the end of the file",
+                TokenKind::Word(w) if w == "kernel" => "the next `kernel`",
+                _ => "",
+            };
+            if !end.is_empty() {
+                let d = self.error_at(open.span, format!("kernel `{}` is not closed", name.text));
+                d.expected = Some(format!("a matching `}}` before {end}"));
+                incomplete = true;
+                break;
             }
             let start = self.pos;
             self.operators = 0;
             match self.item() {
                 Ok(item) => items.push(item),
-                Err(Reported) => self.recover(),
+                Err(Reported) => {
+                    incomplete = true;
+                    self.recover();
+                }
             }
             if self.pos == start {
                 self.bump();
             }
         }
-        Some(KernelAst { name, items })
+        Some(KernelAst {
+            name,
+            items,
+            incomplete: incomplete || self.entry_failed,
+        })
     }
 
     fn name(&mut self, what: &str) -> PResult<Name> {
@@ -360,10 +368,13 @@ impl Parser<'_> {
             "hardware" => {
                 self.bump();
                 let span = self.span();
-                let TokenKind::Str(path) = self.peek().clone() else {
+                let TokenKind::Str { text: path, closed } = self.peek().clone() else {
                     return Err(self.unexpected("a quoted file name (`\"hw/my_gpu.yaml\"`)"));
                 };
                 self.bump();
+                if !closed {
+                    return Err(Reported);
+                }
                 self.expect_semi()?;
                 Ok(Item::Hardware { path, span })
             }
@@ -427,7 +438,10 @@ impl Parser<'_> {
             self.operators = 0;
             match entry(self) {
                 Ok(e) => entries.push(e),
-                Err(Reported) => self.recover(),
+                Err(Reported) => {
+                    self.entry_failed = true;
+                    self.recover();
+                }
             }
             if self.pos == start {
                 self.bump();
@@ -614,10 +628,12 @@ impl Parser<'_> {
 
     fn shape_entry(&mut self) -> PResult<ShapeEntry> {
         let sym = self.name("`M`, `N` or `K`")?;
+        let assign = self.eat(&TokenKind::Assign);
+        let is_in = !assign && self.eat_word("in");
         let start = self.span();
-        let domain = if self.eat(&TokenKind::Assign) {
+        let domain = if assign {
             DomainAst::Fixed(self.int("a size")?.0)
-        } else if self.eat_word("in") {
+        } else if is_in {
             if self.at(&TokenKind::LBrace) {
                 DomainAst::Set(self.int_set()?)
             } else {
@@ -742,7 +758,7 @@ impl Parser<'_> {
     fn neg(&mut self) -> PResult<CAst> {
         if self.at(&TokenKind::Bang) {
             let start = self.bump().span;
-            let inner = self.nested(Self::neg)?;
+            let inner = self.nested(start, Self::neg)?;
             let span = start.to(inner.span);
             return Ok(CAst {
                 kind: CAstKind::Not(Box::new(inner)),
@@ -799,7 +815,7 @@ impl Parser<'_> {
     fn cunary(&mut self) -> PResult<CAst> {
         if self.at(&TokenKind::Minus) {
             let start = self.bump().span;
-            let inner = self.nested(Self::cunary)?;
+            let inner = self.nested(start, Self::cunary)?;
             let span = start.to(inner.span);
             return Ok(CAst {
                 kind: CAstKind::Neg(Box::new(inner)),
@@ -823,7 +839,7 @@ impl Parser<'_> {
             }
             TokenKind::LParen => {
                 let open = self.bump().span;
-                let mut inner = self.nested(Self::condition)?;
+                let mut inner = self.nested(open, Self::condition)?;
                 let close = self.expect(TokenKind::RParen)?.span;
                 inner.span = open.to(close);
                 Ok(inner)
@@ -873,7 +889,7 @@ impl Parser<'_> {
     fn unary(&mut self) -> PResult<AExpr> {
         if self.at(&TokenKind::Minus) {
             let start = self.bump().span;
-            let inner = self.nested(Self::unary)?;
+            let inner = self.nested(start, Self::unary)?;
             let span = start.to(inner.span);
             return Ok(AExpr {
                 kind: AExprKind::Neg(Box::new(inner)),
@@ -898,7 +914,7 @@ impl Parser<'_> {
                 let dtype = self.name("a dtype")?;
                 self.expect(TokenKind::Gt)?;
                 self.expect(TokenKind::LParen)?;
-                let arg = self.nested(Self::expr)?;
+                let arg = self.nested(start, Self::expr)?;
                 let close = self.expect(TokenKind::RParen)?.span;
                 Ok(AExpr {
                     kind: AExprKind::Cast(dtype, Box::new(arg)),
@@ -916,7 +932,7 @@ impl Parser<'_> {
                 let mut args = Vec::new();
                 if !self.at(&TokenKind::RParen) {
                     loop {
-                        args.push(self.nested(Self::expr)?);
+                        args.push(self.nested(name.span, Self::expr)?);
                         if !self.eat(&TokenKind::Comma) {
                             break;
                         }
@@ -930,7 +946,7 @@ impl Parser<'_> {
             }
             TokenKind::LParen => {
                 let open = self.bump().span;
-                let mut inner = self.nested(Self::expr)?;
+                let mut inner = self.nested(open, Self::expr)?;
                 let close = self.expect(TokenKind::RParen)?.span;
                 inner.span = open.to(close);
                 Ok(inner)

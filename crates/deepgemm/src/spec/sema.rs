@@ -27,6 +27,7 @@ pub fn analyze(
         file,
         base_dir,
         diags,
+        declared: Vec::new(),
     };
     let mut seen: HashMap<&str, Span> = HashMap::new();
     let mut out = Vec::new();
@@ -56,6 +57,9 @@ struct Cx<'a> {
     file: &'a str,
     base_dir: &'a Path,
     diags: &'a mut Vec<Diagnostic>,
+    /// Every operand and param name of the kernel being analysed, resolved or not: a use of a
+    /// name whose declaration had an error is not reported again.
+    declared: Vec<String>,
 }
 
 /// The items of one kernel, sorted by kind (each block at most once).
@@ -97,12 +101,16 @@ impl Cx<'_> {
     fn kernel(&mut self, kernel: &KernelAst) -> Option<KernelSpec> {
         let errors_before = self.diags.len();
         let items = self.sort_items(kernel);
+        self.declared = (items.operands.iter().map(|o| &o.name))
+            .chain(items.params.iter().map(|p| &p.name))
+            .map(|n| n.text.clone())
+            .collect();
         let hardware = self.target(kernel, &items);
         self.check_names(&items);
         let shape = items
             .shape
-            .map(|(entries, span)| self.shape(entries, span, &kernel.name));
-        if items.shape.is_none() {
+            .map(|(entries, span)| self.shape(entries, span, kernel));
+        if items.shape.is_none() && !kernel.incomplete {
             self.error(
                 kernel.name.span,
                 format!("kernel `{}` has no `shape` block", kernel.name.text),
@@ -189,6 +197,9 @@ impl Cx<'_> {
 
     fn target(&mut self, kernel: &KernelAst, items: &Items) -> Option<(TargetRef, Hardware)> {
         let Some(&(first, _)) = items.targets.first() else {
+            if kernel.incomplete {
+                return None;
+            }
             self.error(
                 kernel.name.span,
                 format!("kernel `{}` has no target", kernel.name.text),
@@ -275,7 +286,7 @@ impl Cx<'_> {
 
     // ---- shape --------------------------------------------------------------------------
 
-    fn shape(&mut self, entries: &[ShapeEntry], keyword: Span, kernel: &Name) -> Option<ShapeSpec> {
+    fn shape(&mut self, entries: &[ShapeEntry], keyword: Span, kernel: &KernelAst) -> Option<ShapeSpec> {
         let mut domains: [Option<DimDomain>; 3] = [None, None, None];
         let mut complete = true;
         for entry in entries {
@@ -304,10 +315,10 @@ impl Cx<'_> {
             .filter(|(_, d)| d.is_none())
             .map(|(name, _)| name)
             .collect();
-        if complete && !missing.is_empty() {
+        if complete && !kernel.incomplete && !missing.is_empty() {
             self.error(keyword, format!(
                 "the shape of kernel `{}` does not give {}",
-                kernel.text,
+                kernel.name.text,
                 missing.join(", ")
             ))
             .hint = Some(format!(
@@ -331,10 +342,11 @@ impl Cx<'_> {
             _ => None,
         };
         if sym.is_none() {
-            let hint = did_you_mean(&name.text, ["M", "N", "K"]);
+            let hint = did_you_mean(&name.text, ["M", "N", "K"])
+                .unwrap_or_else(|| "the shape gives the GEMM extents M, N and K".to_string());
             let d = self.error(name.span, format!("unknown shape symbol `{}`", name.text));
             d.expected = Some("`M`, `N` or `K`".to_string());
-            d.hint = hint;
+            d.hint = Some(hint);
         }
         sym
     }
@@ -579,7 +591,7 @@ impl Cx<'_> {
                 first_with_role.push((op.role.clone(), decl.name.span));
             }
         }
-        let all_resolved = operands.iter().all(Option::is_some);
+        let all_resolved = operands.iter().all(Option::is_some) && !kernel.incomplete;
         let has = |role: Role| first_with_role.iter().any(|(r, _)| *r == role);
         if all_resolved {
             for (role, example) in [
@@ -659,10 +671,11 @@ impl Cx<'_> {
         ));
         d.hint = Some(match with_it.as_slice() {
             [] => format!("no built-in target multiplies {} inputs", a.dtype),
+            [only] => format!("{only} supports {}: `target {only};`", a.dtype),
             [first, ..] => format!(
-                "{} supports {}: `target {first};`",
-                with_it.join(", "),
-                a.dtype
+                "these targets support {}: {} (e.g. `target {first};`)",
+                a.dtype,
+                with_it.join(", ")
             ),
         });
     }
@@ -915,6 +928,9 @@ impl Cx<'_> {
             )
             .hint =
                 Some("the epilogue sees `acc`, params, C, vector and scalar inputs".to_string());
+            return None;
+        }
+        if self.declared.iter().any(|d| d == name) {
             return None;
         }
         let visible: Vec<&str> = std::iter::once("acc")
