@@ -400,17 +400,17 @@ mod spec_errors {
     #[test]
     fn several_errors_in_one_file_are_all_reported() {
         let src = [
-            "kernel k {",                             // 1
-            "  target h200;",                         // 2
-            "  input A: bf61[M, K] row;",             // 3 unknown dtype
-            "  input B: bf16[K, N] col",              // 4 missing ;
-            "  output D: bf16[M, N] row;",            // 5
-            "  epilogue D = relu(acc) + nope;",       // 6 undeclared
+            "kernel k {",                              // 1
+            "  target h200;",                          // 2
+            "  input A: bf61[M, K] row;",              // 3 unknown dtype
+            "  input B: bf16[K, N] col",               // 4 missing ;
+            "  output D: bf16[M, N] row;",             // 5
+            "  epilogue D = relu(acc) + nope;",        // 6 undeclared
             "  shape { M in 9..=3; N = 64; K = 64; }", // 7 empty range
-            "  constraints { regs <= 128; }",         // 8 unknown name
+            "  constraints { regs <= 128; }",          // 8 unknown name
             "}",
-            "kernel k {",                             // 10 duplicate kernel
-            "  target h900;",                         // 11 unknown target
+            "kernel k {",     // 10 duplicate kernel
+            "  target h900;", // 11 unknown target
             "  input A: bf16[M, K] row;",
             "  input B: bf16[K, N] col;",
             "  output D: bf16[M, N] row;",
@@ -421,7 +421,15 @@ mod spec_errors {
         let got: Vec<(u32, u32)> = diagnostics(&src).iter().map(|d| (d.line, d.col)).collect();
         assert_eq!(
             got,
-            vec![(3, 12), (4, 26), (6, 28), (7, 16), (8, 17), (10, 8), (11, 10)]
+            vec![
+                (3, 12),
+                (4, 26),
+                (6, 28),
+                (7, 16),
+                (8, 17),
+                (10, 8),
+                (11, 10)
+            ]
         );
     }
 
@@ -435,12 +443,19 @@ mod spec_errors {
                 (1, 1),
                 "expected `kernel`, found `target`",
             ),
-            ("kernel k {\n  target h200;\n", (1, 10), "kernel `k` is not closed"),
+            (
+                "kernel k {\n  target h200;\n",
+                (1, 10),
+                "kernel `k` is not closed",
+            ),
         ];
         for (src, at, message) in cases {
             let diags = diagnostics(src);
             assert_eq!(diags.len(), 1, "{src:?}: {diags:#?}");
-            assert_eq!(((diags[0].line, diags[0].col), diags[0].message.as_str()), (at, message));
+            assert_eq!(
+                ((diags[0].line, diags[0].col), diags[0].message.as_str()),
+                (at, message)
+            );
         }
         let outside = diagnostics(&format!("target h200;\n{}", BASE.join("\n")));
         assert_eq!(
@@ -485,11 +500,20 @@ mod spec_errors {
         let spec_text = base_with(&[(2, "  hardware \"hw/my_gpu.yaml\";")]);
         std::fs::write(dir.join("k.dgml"), &spec_text).unwrap();
         let file = spec::parse_file(&dir.join("k.dgml")).unwrap_or_else(|d| panic!("{d}"));
-        assert_eq!(file.kernels[0].hardware, deepgemm::hw::preset("h200").unwrap());
+        assert_eq!(
+            file.kernels[0].hardware,
+            deepgemm::hw::preset("h200").unwrap()
+        );
 
         for (path, message) in [
-            ("hw/missing.yaml", "cannot use hardware file \"hw/missing.yaml\": cannot read"),
-            ("hw/broken.yaml", "cannot use hardware file \"hw/broken.yaml\": malformed"),
+            (
+                "hw/missing.yaml",
+                "cannot use hardware file \"hw/missing.yaml\": cannot read",
+            ),
+            (
+                "hw/broken.yaml",
+                "cannot use hardware file \"hw/broken.yaml\": malformed",
+            ),
         ] {
             let line = format!("  hardware \"{path}\";");
             let diags = match spec::parse_str(&base_with(&[(2, &line)]), "k.dgml", &dir) {
@@ -498,7 +522,11 @@ mod spec_errors {
             };
             assert_eq!(diags.len(), 1, "{diags:#?}");
             assert_eq!((diags[0].line, diags[0].col), (2, 12));
-            assert!(diags[0].message.starts_with(message), "{}", diags[0].message);
+            assert!(
+                diags[0].message.starts_with(message),
+                "{}",
+                diags[0].message
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -507,6 +535,8 @@ mod spec_errors {
     fn unreadable_file_is_one_diagnostic() {
         let err = spec::parse_file(Path::new("/nonexistent/dir/x.dgml")).unwrap_err();
         assert_eq!(err.items.len(), 1);
-        assert!(err.items[0].message.starts_with("cannot read /nonexistent/dir/x.dgml"));
+        assert!(err.items[0]
+            .message
+            .starts_with("cannot read /nonexistent/dir/x.dgml"));
     }
 }

@@ -98,9 +98,7 @@ impl TokenKind {
             TokenKind::Word(_)
             | TokenKind::Number { .. }
             | TokenKind::Str { .. }
-            | TokenKind::Eof => {
-                ""
-            }
+            | TokenKind::Eof => "",
         }
     }
 }

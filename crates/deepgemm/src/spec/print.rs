@@ -170,7 +170,8 @@ pub fn expr(e: &Expr) -> String {
         Expr::Acc => "acc".to_string(),
         Expr::Number(v) => number(*v),
         Expr::Var(name) => name.clone(),
-        Expr::Unary(UnaryOp::Neg, x) => format!("-{}", wrap(x, expr_prec(x) < 3)),
+        // `-(-x)` rather than `--x`, for the reader.
+        Expr::Unary(UnaryOp::Neg, x) => format!("-{}", wrap(x, expr_prec(x) <= 3)),
         Expr::Binary(op, l, r) => {
             let p = expr_prec(e);
             let symbol = match op {
@@ -227,8 +228,12 @@ pub fn cexpr(e: &CExpr) -> String {
         CExpr::Observable(o) => o.name().to_string(),
         CExpr::TileVar(v) => v.name().to_string(),
         CExpr::Backend(b) => b.name().to_string(),
-        CExpr::Neg(x) => format!("-{}", wrap(x, cprec(x) < 6)),
-        CExpr::Not(x) => format!("!{}", wrap(x, cprec(x) < 3)),
+        CExpr::Neg(x) => format!("-{}", wrap(x, cprec(x) <= 6)),
+        // `!(a < b)` rather than the equivalent `!a < b` (`!` binds looser than comparisons).
+        CExpr::Not(x) => format!(
+            "!{}",
+            wrap(x, !matches!(**x, CExpr::Not(_)) && cprec(x) < 7)
+        ),
         CExpr::Bin(op, l, r) => {
             let p = cprec(e);
             let (left_parens, right_parens) = if p == 3 {

@@ -286,7 +286,12 @@ impl Cx<'_> {
 
     // ---- shape --------------------------------------------------------------------------
 
-    fn shape(&mut self, entries: &[ShapeEntry], keyword: Span, kernel: &KernelAst) -> Option<ShapeSpec> {
+    fn shape(
+        &mut self,
+        entries: &[ShapeEntry],
+        keyword: Span,
+        kernel: &KernelAst,
+    ) -> Option<ShapeSpec> {
         let mut domains: [Option<DimDomain>; 3] = [None, None, None];
         let mut complete = true;
         for entry in entries {
