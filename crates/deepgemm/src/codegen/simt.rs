@@ -60,7 +60,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             plan.warps.threads
         )));
     }
-    if tile.m % 16 != 0 || tile.n % 16 != 0 {
+    if !tile.m.is_multiple_of(16) || !tile.n.is_multiple_of(16) {
         return Err(fail(format!(
             "tile {}x{} must be a multiple of 16 in M and N (a 16x16 thread grid)",
             tile.m, tile.n
@@ -75,7 +75,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
     }
     for (name, rows) in [("A", tile.m), ("B", tile.n)] {
         let elems = rows * tile.k;
-        if elems % THREADS != 0 {
+        if !elems.is_multiple_of(THREADS) {
             return Err(fail(format!(
                 "the {name} tile ({rows}x{}) does not split evenly over {THREADS} threads",
                 tile.k

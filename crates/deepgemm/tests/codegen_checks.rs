@@ -1,0 +1,215 @@
+//! The generator's contract: argument order, launch metadata, the epilogue's C++ and the
+//! reasons it gives for plans it cannot generate.
+
+mod codegen_specs;
+
+use codegen_specs::{simt_plan, sm80_plan, spec, SpecShape};
+use deepgemm::codegen::{check_supported, generate, CodegenError, KernelArg, WorkspaceRule};
+use deepgemm::dtype::DType;
+use deepgemm::plan::Shape;
+use deepgemm::spec::{BinaryOp, Expr, Func, Layout, ShapeSym};
+
+fn unsupported_reason(err: CodegenError) -> String {
+    match err {
+        CodegenError::Unsupported { reason, .. } => reason,
+        other => panic!("expected an Unsupported error, got {other}"),
+    }
+}
+
+#[test]
+fn arguments_follow_the_abi_order() {
+    let s = spec(&SpecShape {
+        c_layout: Some(Layout::Col),
+        bias_gelu: true,
+        ..SpecShape::default()
+    });
+    let kernel = generate(&s, &sm80_plan(&s, (128, 128, 32), 4, (2, 2)), "v3").unwrap();
+    let pointer = |n: &str| KernelArg::Pointer(n.to_string());
+    let ld = |n: &str| KernelArg::LeadingDim(n.to_string());
+    let param = |n: &str| KernelArg::Param(n.to_string());
+    assert_eq!(
+        kernel.args,
+        vec![
+            pointer("A"),
+            pointer("B"),
+            pointer("C"),
+            pointer("bias"),
+            pointer("D"),
+            ld("A"),
+            ld("B"),
+            ld("C"),
+            ld("D"),
+            KernelArg::Extent(ShapeSym::M),
+            KernelArg::Extent(ShapeSym::N),
+            KernelArg::Extent(ShapeSym::K),
+            param("alpha"),
+            param("beta"),
+        ]
+    );
+    // The C++ signature declares them in the same order.
+    let signature = &kernel.source[kernel.source.find(&kernel.entry).unwrap()..];
+    let order = [
+        "op_A", "op_B", "op_C", "op_bias", "op_D", "ld_A", "ld_B", "ld_C", "ld_D",
+    ];
+    let positions: Vec<usize> = order.iter().map(|n| signature.find(n).unwrap()).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    assert!(
+        signature.contains("int M,\n    int N,\n    int K,\n    float p_alpha,\n    float p_beta)")
+    );
+    assert_eq!(kernel.entry, "deepgemm_gemm_v3");
+}
+
+#[test]
+fn launch_metadata_follows_the_plan() {
+    let s = spec(&SpecShape::default());
+    let plan = sm80_plan(&s, (128, 256, 32), 3, (2, 4));
+    let kernel = generate(&s, &plan, "v0").unwrap();
+    assert_eq!(kernel.threads, 256);
+    assert_eq!(kernel.smem_bytes, 3 * (128 * 40 + 256 * 40) * 2);
+    assert_eq!(kernel.arch, "sm_90a");
+    assert_eq!(kernel.workspace, WorkspaceRule::None);
+    assert_eq!(
+        kernel.grid.grid(Shape::new(4095, 4097, 4093)),
+        (32 * 17, 1, 1)
+    );
+    assert!(kernel.alignment.contains(&("A".to_string(), 16)));
+    assert!(kernel.alignment.contains(&("D".to_string(), 2)));
+    assert!(kernel.source.contains("constexpr int STAGES = 3;"));
+    assert!(kernel
+        .source
+        .contains("__launch_bounds__(THREADS, 1) deepgemm_gemm_v0("));
+    assert!(!kernel.source.contains("{{"), "an unfilled placeholder");
+    assert!(
+        !kernel.source.contains("#include"),
+        "generated code is self-contained"
+    );
+
+    let simt = generate(&s, &simt_plan(&s, (64, 64, 16), 2), "v1").unwrap();
+    assert_eq!(simt.threads, 256);
+    assert!(
+        simt.alignment.contains(&("A".to_string(), 2)),
+        "simt loads elements"
+    );
+}
+
+#[test]
+fn epilogue_reads_c_vectors_and_params_in_their_layouts() {
+    let mut s = spec(&SpecShape {
+        c_layout: Some(Layout::Col),
+        bias_gelu: true,
+        ..SpecShape::default()
+    });
+    let kernel = generate(&s, &simt_plan(&s, (64, 64, 16), 2), "v0").unwrap();
+    assert!(
+        kernel.source.contains(
+            "return dg_gelu(p_alpha * acc + p_beta * dg_to_float(op_C[(long long)n * ld_C + m]) + dg_to_float(op_bias[n]));"
+        ),
+        "{}",
+        kernel.source
+    );
+    // min/max/clamp, negation, casts and literals.
+    s.epilogue.expr = Expr::Cast(
+        DType::Bf16,
+        Box::new(Expr::Call(
+            Func::Clamp,
+            vec![
+                Expr::Binary(
+                    BinaryOp::Sub,
+                    Box::new(Expr::Acc),
+                    Box::new(Expr::Binary(
+                        BinaryOp::Sub,
+                        Box::new(Expr::Number(0.5)),
+                        Box::new(Expr::Var("alpha".to_string())),
+                    )),
+                ),
+                Expr::Unary(deepgemm::spec::UnaryOp::Neg, Box::new(Expr::Number(6.0))),
+                Expr::Number(1e-7),
+            ],
+        )),
+    );
+    let kernel = generate(&s, &simt_plan(&s, (64, 64, 16), 2), "v0").unwrap();
+    assert!(
+        kernel
+            .source
+            .contains("return dg_round_bf16(dg_clamp(acc - (0.5f - p_alpha), -6.0f, 1e-7f));"),
+        "{}",
+        kernel.source
+    );
+}
+
+#[test]
+fn fp8_scales_index_their_blocks() {
+    let s = spec(&SpecShape {
+        input: DType::E4m3,
+        block_scales: true,
+        ..SpecShape::default()
+    });
+    let kernel = generate(&s, &simt_plan(&s, (128, 128, 8), 2), "v0").unwrap();
+    // sa: f32[M, K/128] col-major (M contiguous); sb: f32[N/128, K/128] row-major.
+    assert!(kernel
+        .source
+        .contains("op_sa[(long long)(k / 128) * M + m]"));
+    assert!(kernel
+        .source
+        .contains("op_sb[(long long)(n / 128) * ((K + 127) / 128) + (k / 128)]"));
+    assert!(kernel.source.contains("constexpr bool A_SCALED = true;"));
+}
+
+#[test]
+fn unsupported_plans_say_why() {
+    let fp8 = spec(&SpecShape {
+        input: DType::E4m3,
+        ..SpecShape::default()
+    });
+    let err = check_supported(&fp8, &sm80_plan(&fp8, (128, 128, 32), 4, (2, 2))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "sm80 backend: e4m3 inputs need the sm90 backend or simt"
+    );
+    assert!(check_supported(&fp8, &simt_plan(&fp8, (128, 128, 8), 2)).is_ok());
+
+    let s = spec(&SpecShape::default());
+    let mut plan = sm80_plan(&s, (128, 128, 32), 4, (2, 2));
+    plan.split_k = 4;
+    assert!(unsupported_reason(check_supported(&s, &plan).unwrap_err()).contains("split_k"));
+
+    let mut plan = sm80_plan(&s, (128, 128, 32), 4, (2, 2));
+    plan.smem.a_stage_bytes += 16;
+    assert!(unsupported_reason(check_supported(&s, &plan).unwrap_err()).contains("smem_layout"));
+
+    let plan = sm80_plan(&s, (256, 256, 64), 4, (2, 4));
+    let reason = unsupported_reason(check_supported(&s, &plan).unwrap_err());
+    assert!(reason.contains("exceed"), "{reason}");
+
+    let plan = sm80_plan(&s, (256, 128, 32), 3, (2, 2));
+    let reason = unsupported_reason(check_supported(&s, &plan).unwrap_err());
+    assert!(reason.contains("accumulator registers"), "{reason}");
+
+    let plan = simt_plan(&s, (128, 128, 8), 3);
+    let reason = unsupported_reason(check_supported(&s, &plan).unwrap_err());
+    assert!(reason.contains("stages must be 1 or 2"), "{reason}");
+
+    let mixed = spec(&SpecShape {
+        input: DType::I8,
+        accumulate: DType::I32,
+        ..SpecShape::default()
+    });
+    let reason = unsupported_reason(
+        check_supported(&mixed, &sm80_plan(&mixed, (128, 128, 32), 4, (2, 2))).unwrap_err(),
+    );
+    assert_eq!(reason, "i8 inputs need the simt backend");
+
+    let mut reads_a = spec(&SpecShape::default());
+    reads_a.epilogue.expr = Expr::Var("A".to_string());
+    let err = check_supported(&reads_a, &simt_plan(&reads_a, (64, 64, 16), 2)).unwrap_err();
+    assert!(matches!(err, CodegenError::Epilogue(_)), "{err}");
+
+    let f32_out = spec(&SpecShape {
+        output: DType::E4m3,
+        ..SpecShape::default()
+    });
+    let reason = unsupported_reason(
+        check_supported(&f32_out, &simt_plan(&f32_out, (64, 64, 16), 2)).unwrap_err(),
+    );
+    assert!(reason.contains("f32, f16 or bf16"), "{reason}");
+}
