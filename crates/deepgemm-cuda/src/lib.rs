@@ -4,6 +4,7 @@
 //! CPU parts run on machines without CUDA.
 
 pub mod cache;
+pub mod cublaslt;
 pub mod device;
 pub mod error;
 pub mod launch;

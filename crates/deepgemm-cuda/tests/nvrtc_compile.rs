@@ -25,8 +25,8 @@ fn require_nvrtc() -> (i32, i32) {
 fn nvrtc_compiles_for_every_target_arch_and_reports_resources() {
     assert_eq!(require_nvrtc().0, 13);
     for arch in ["sm_80", "sm_86", "sm_89", "sm_90a"] {
-        let compiled = nvrtc::compile(SMALL, "axpy_bf16", arch)
-            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let compiled =
+            nvrtc::compile(SMALL, "axpy_bf16", arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
         // An ELF image, PTX for the same target, and the report of this entry.
         assert_eq!(&compiled.cubin[..4], b"\x7fELF", "{arch}");
         assert!(compiled.ptx.contains(".entry axpy_bf16"), "{arch}");
@@ -50,19 +50,30 @@ extern "C" __global__ void spill(float* out, int i) {
 }
 "#;
     let compiled = nvrtc::compile(source, "spill", "sm_90a").unwrap();
-    assert!(compiled.resources.stack_frame_bytes >= 2048, "{:?}", compiled.resources);
+    assert!(
+        compiled.resources.stack_frame_bytes >= 2048,
+        "{:?}",
+        compiled.resources
+    );
 }
 
 #[test]
 fn nvrtc_errors_quote_the_generated_source() {
     require_nvrtc();
-    let source = "extern \"C\" __global__ void broken(float* out) {\n  out[0] = undefined_name;\n}\n";
+    let source =
+        "extern \"C\" __global__ void broken(float* out) {\n  out[0] = undefined_name;\n}\n";
     let err = nvrtc::compile(source, "broken", "sm_90a").unwrap_err();
     let CudaError::Compile { report, .. } = &err else {
         panic!("expected a compile error, got {err}");
     };
-    assert!(report.contains("identifier \"undefined_name\" is undefined"), "{report}");
-    assert!(report.contains(">    2 |   out[0] = undefined_name;"), "{report}");
+    assert!(
+        report.contains("identifier \"undefined_name\" is undefined"),
+        "{report}"
+    );
+    assert!(
+        report.contains(">    2 |   out[0] = undefined_name;"),
+        "{report}"
+    );
     assert!(err.to_string().contains("for sm_90a"), "{err}");
 }
 
@@ -103,7 +114,11 @@ fn nvrtc_is_found_without_ld_library_path() {
         .find(|d| std::path::Path::new(d).join(nvrtc::NVRTC_LIBRARY).is_file());
     let mut child = std::process::Command::new(std::env::current_exe().unwrap());
     child
-        .args(["--exact", "nvrtc_is_found_without_ld_library_path", "--nocapture"])
+        .args([
+            "--exact",
+            "nvrtc_is_found_without_ld_library_path",
+            "--nocapture",
+        ])
         .env_remove("LD_LIBRARY_PATH")
         .env(CHILD, "1");
     if let Some(dir) = dir.filter(|d| !d.contains(".cuda-tools")) {

@@ -1,0 +1,186 @@
+//! The runtime on a real GPU: bad operands are refused with clear errors, kernels for another
+//! architecture are refused, timing works, and cuBLASLt (the baseline) agrees with the reference
+//! on the same buffers. Run on the GPU machine; without a GPU every test fails.
+
+mod gpu_support;
+
+use deepgemm::plan::{Backend, Shape};
+use deepgemm_cuda::cache::compile_kernel;
+use deepgemm_cuda::cublaslt::Baseline;
+use deepgemm_cuda::runner::{run, DeviceProblem, RunOptions};
+use deepgemm_cuda::timing::{tflops, Timer, TimingOptions};
+use deepgemm_cuda::{nvrtc, CudaError};
+use gpu_support::{fresh_seed, gpu, kernel, Case, Epilogue};
+
+#[test]
+fn gpu_device_is_described() {
+    let gpu = gpu();
+    let info = gpu.info();
+    println!("{info:?}");
+    assert!(info.sms > 0 && info.max_smem_per_block_bytes >= 48 * 1024);
+    assert!(info.arch.starts_with("sm_"));
+    assert!(info.driver_version >= 12000);
+}
+
+#[test]
+fn gpu_bad_operands_are_refused() {
+    let gpu = gpu();
+    let case = Case::new("bf16", "bf16", (64, 64, 64));
+    let (spec, kernel) = kernel(&case, Backend::Sm80).unwrap();
+    let (compiled, _) = compile_kernel(&kernel).unwrap();
+    let loaded = gpu.load(&kernel, &compiled).unwrap();
+    let device =
+        DeviceProblem::upload(&gpu, &spec, case.shape, &case.options(fresh_seed())).unwrap();
+    let expect = |mutate: &dyn Fn(&mut deepgemm_cuda::launch::LaunchArgs), needle: &str| {
+        let mut args = device.launch_args();
+        mutate(&mut args);
+        match loaded.prepare(&gpu, &spec, &args) {
+            Ok(_) => panic!("accepted a launch that should fail with `{needle}`"),
+            Err(e) => assert!(
+                e.to_string().contains(needle),
+                "`{e}` does not say `{needle}`"
+            ),
+        }
+    };
+    expect(&|a| a.operands[0].ptr = 0, "null pointer");
+    expect(
+        &|a| a.operands[0].geometry.ld = 63,
+        "leading dimension 63 is smaller than a row (64 elements)",
+    );
+    expect(
+        &|a| a.operands[1].geometry.cols = 65,
+        "the shape needs 64x64",
+    );
+    expect(
+        &|a| a.shape = Shape::new(64, 64, 3_000_000_000),
+        "exceeds i32",
+    );
+    expect(&|a| a.operands.retain(|o| o.name != "B"), "operand `B`");
+    // The good launch still works after all that, and nothing was corrupted.
+    let prepared = loaded.prepare(&gpu, &spec, &device.launch_args()).unwrap();
+    prepared.enqueue(&gpu).unwrap();
+    let check = device.check(&gpu, &spec).unwrap();
+    assert!(check.passed, "{check:?}");
+}
+
+#[test]
+fn gpu_kernels_for_another_arch_are_refused() {
+    let gpu = gpu();
+    let (_, kernel) = kernel(&Case::new("bf16", "bf16", (64, 64, 64)), Backend::Sm80).unwrap();
+    // The GPU is one major version; a cubin for another cannot run on it.
+    let other = if gpu.info().compute_capability.0 == 8 {
+        "sm_90a"
+    } else {
+        "sm_80"
+    };
+    let compiled = nvrtc::compile(&kernel.source, &kernel.entry, other).unwrap();
+    match gpu.load(&kernel, &compiled) {
+        Err(CudaError::ArchMismatch { kernel_arch, .. }) => assert_eq!(kernel_arch, other),
+        Err(e) => panic!("expected an arch mismatch, got {e}"),
+        Ok(_) => panic!("loaded a {other} cubin on {}", gpu.info().arch),
+    }
+}
+
+#[test]
+fn gpu_timing_reports_a_plausible_rate() {
+    let gpu = gpu();
+    let case = Case::new("bf16", "bf16", (4096, 4096, 4096));
+    let (spec, kernel) = kernel(&case, Backend::Sm80).unwrap();
+    let options = RunOptions {
+        timing: Some(TimingOptions::default()),
+        ..case.options(fresh_seed())
+    };
+    let report = run(&gpu, &spec, &kernel, case.shape, &options).unwrap();
+    println!("{report:?}");
+    assert!(report.passed);
+    let (us, rate) = (report.time_us.unwrap(), report.tflops.unwrap());
+    // Between a memory floor (~1 us) and something absurdly slow; 2*4096^3 at 10 TFLOP/s is 14 ms.
+    assert!(us > 1.0 && rate > 10.0, "{us} us, {rate} TFLOP/s");
+}
+
+#[test]
+fn gpu_cublaslt_matches_the_reference_in_every_layout() {
+    let gpu = gpu();
+    for layouts in [
+        ["row", "row", "row"],
+        ["row", "col", "row"],
+        ["col", "row", "row"],
+        ["col", "col", "col"],
+        ["row", "col", "col"],
+        ["col", "row", "col"],
+    ] {
+        let case = Case::new("bf16", "f32", (127, 129, 255)).layouts(layouts);
+        let spec = gpu_support::parse(&case.dgml(Backend::Sm80));
+        let device =
+            DeviceProblem::upload(&gpu, &spec, case.shape, &case.options(fresh_seed())).unwrap();
+        let baseline = Baseline::new(&gpu, &spec, &device).unwrap();
+        baseline.enqueue(&gpu).unwrap();
+        let check = device.check(&gpu, &spec).unwrap();
+        println!("{} {}: {check:?}", case.name(), baseline.label());
+        assert!(
+            check.passed,
+            "{} {}: {check:?}",
+            case.name(),
+            baseline.label()
+        );
+    }
+}
+
+#[test]
+fn gpu_cublaslt_side_by_side_with_bias_gelu() {
+    let gpu = gpu();
+    let case = Case::new("bf16", "bf16", (1000, 3000, 2000)).epilogue(Epilogue::BiasGeluTanh);
+    let (spec, kernel) = kernel(&case, Backend::Sm80).unwrap();
+    let device =
+        DeviceProblem::upload(&gpu, &spec, case.shape, &case.options(fresh_seed())).unwrap();
+    let baseline = Baseline::new(&gpu, &spec, &device).unwrap();
+    baseline.enqueue(&gpu).unwrap();
+    let theirs = device.check(&gpu, &spec).unwrap();
+    assert!(theirs.passed, "cuBLASLt: {theirs:?}");
+
+    let (compiled, _) = compile_kernel(&kernel).unwrap();
+    let loaded = gpu.load(&kernel, &compiled).unwrap();
+    let prepared = loaded.prepare(&gpu, &spec, &device.launch_args()).unwrap();
+    device.poison_output(&gpu).unwrap();
+    prepared.enqueue(&gpu).unwrap();
+    let ours = device.check(&gpu, &spec).unwrap();
+    assert!(ours.passed, "ours: {ours:?}");
+
+    let timer = Timer::new(&gpu).unwrap();
+    let options = TimingOptions::default();
+    let ours_us = timer
+        .time(&gpu, options, || prepared.enqueue(&gpu))
+        .unwrap()
+        .median_us;
+    let theirs_us = timer
+        .time(&gpu, options, || baseline.enqueue(&gpu))
+        .unwrap()
+        .median_us;
+    println!(
+        "{}: ours {:.1} us ({:.0} TFLOP/s), {} {:.1} us ({:.0} TFLOP/s), ratio {:.2}",
+        case.name(),
+        ours_us,
+        tflops(case.shape, ours_us),
+        baseline.label(),
+        theirs_us,
+        tflops(case.shape, theirs_us),
+        theirs_us / ours_us
+    );
+    assert!(ours_us > 0.0 && theirs_us > 0.0);
+}
+
+#[test]
+fn gpu_cublaslt_refuses_what_it_cannot_fuse() {
+    let gpu = gpu();
+    // A bias along N on a column-major D: cuBLASLt's bias runs along M there.
+    let case = Case::new("bf16", "bf16", (64, 64, 64))
+        .layouts(["row", "col", "col"])
+        .epilogue(Epilogue::BiasGelu);
+    let spec = gpu_support::parse(&case.dgml(Backend::Sm80));
+    let device = DeviceProblem::upload(&gpu, &spec, case.shape, &case.options(1)).unwrap();
+    match Baseline::new(&gpu, &spec, &device) {
+        Err(CudaError::CublasUnsupported(why)) => assert!(why.contains("bias"), "{why}"),
+        Err(e) => panic!("expected unsupported, got {e}"),
+        Ok(_) => panic!("cuBLASLt accepted a bias along N with a col-major D"),
+    }
+}

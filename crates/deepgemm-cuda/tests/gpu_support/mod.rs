@@ -1,0 +1,333 @@
+//! What the GPU tests share: the GPU (required, never skipped), specs built from `.dgml` text,
+//! plans forced to one backend through the search's `backend == ...` constraint, and a matrix
+//! runner that reports every case before failing.
+
+#![allow(dead_code)] // each test file uses a different part of this module
+
+use deepgemm::codegen::{self, GeneratedKernel};
+use deepgemm::plan::{Backend, Shape};
+use deepgemm::spec::KernelSpec;
+use deepgemm_cuda::device::Gpu;
+use deepgemm_cuda::runner::{run, RunOptions, RunReport};
+use std::path::Path;
+
+/// Opens GPU 0 or fails the test with the reason: a GPU test never passes without a GPU.
+pub fn gpu() -> Gpu {
+    match Gpu::open(0) {
+        Ok(gpu) => gpu,
+        Err(e) => panic!("gpu_* tests need an NVIDIA GPU and driver: {e}"),
+    }
+}
+
+/// One GEMM to check: dtypes, layouts, epilogue, shape.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub input: &'static str,
+    pub output: &'static str,
+    /// `row` or `col` for A, B, D (and C, which follows D).
+    pub layouts: [&'static str; 3],
+    pub epilogue: Epilogue,
+    pub shape: Shape,
+    pub ld_pad: u64,
+    pub base_offset_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Epilogue {
+    Plain,
+    /// `alpha * acc + beta * C`, alpha = 1.5, beta = -0.75.
+    AlphaBetaC,
+    /// `gelu(acc + bias)` (exact erf form) with a bias along N.
+    BiasGelu,
+    /// `gelu_tanh(alpha * acc + bias)`.
+    BiasGeluTanh,
+}
+
+impl Case {
+    pub fn new(input: &'static str, output: &'static str, shape: (u64, u64, u64)) -> Case {
+        Case {
+            input,
+            output,
+            layouts: ["row", "col", "row"],
+            epilogue: Epilogue::Plain,
+            shape: Shape::new(shape.0, shape.1, shape.2),
+            ld_pad: 0,
+            base_offset_bytes: 0,
+        }
+    }
+
+    pub fn layouts(mut self, layouts: [&'static str; 3]) -> Case {
+        self.layouts = layouts;
+        self
+    }
+
+    pub fn epilogue(mut self, epilogue: Epilogue) -> Case {
+        self.epilogue = epilogue;
+        self
+    }
+
+    pub fn ld_pad(mut self, pad: u64) -> Case {
+        self.ld_pad = pad;
+        self
+    }
+
+    pub fn base_offset(mut self, bytes: u64) -> Case {
+        self.base_offset_bytes = bytes;
+        self
+    }
+
+    /// The `.dgml` text of this case, forced to `backend`.
+    pub fn dgml(&self, backend: Backend) -> String {
+        let [la, lb, ld] = self.layouts;
+        let (input, output) = (self.input, self.output);
+        let Shape { m, n, k } = self.shape;
+        let (extra, params, expr) = match self.epilogue {
+            Epilogue::Plain => (String::new(), "", "acc"),
+            Epilogue::AlphaBetaC => (
+                format!("  input C: {output}[M, N] {ld};\n"),
+                "  param alpha: f32 = 1.5;\n  param beta: f32 = -0.75;\n",
+                "alpha * acc + beta * C",
+            ),
+            Epilogue::BiasGelu => (
+                format!("  input bias: {output}[N];\n"),
+                "",
+                "gelu(acc + bias)",
+            ),
+            Epilogue::BiasGeluTanh => (
+                format!("  input bias: {output}[N];\n"),
+                "  param alpha: f32 = 0.5;\n",
+                "gelu_tanh(alpha * acc + bias)",
+            ),
+        };
+        format!(
+            "kernel t {{\n  target h200;\n  input A: {input}[M, K] {la};\n  input B: {input}[K, N] {lb};\n\
+             {extra}  output D: {output}[M, N] {ld};\n{params}  accumulate f32;\n  epilogue D = {expr};\n\
+             shape {{ M = {m}; N = {n}; K = {k}; }}\n  constraints {{ backend == {backend}; }}\n}}\n"
+        )
+    }
+
+    pub fn options(&self, seed: u64) -> RunOptions {
+        RunOptions {
+            seed,
+            ld_pad: self.ld_pad,
+            base_offset_bytes: self.base_offset_bytes,
+            params: vec![],
+            timing: None,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        format!(
+            "{}->{} {}{}{} {:?} {}{}{}",
+            self.input,
+            self.output,
+            &self.layouts[0][..1],
+            &self.layouts[1][..1],
+            &self.layouts[2][..1],
+            self.epilogue,
+            self.shape,
+            if self.ld_pad > 0 {
+                format!(" ld+{}", self.ld_pad)
+            } else {
+                String::new()
+            },
+            if self.base_offset_bytes > 0 {
+                format!(" ptr+{}B", self.base_offset_bytes)
+            } else {
+                String::new()
+            },
+        )
+    }
+}
+
+/// Parses a one-kernel `.dgml` text, printing the diagnostics if it does not check.
+pub fn parse(text: &str) -> KernelSpec {
+    match deepgemm::spec::parse_str(text, "case.dgml", Path::new(".")) {
+        Ok(mut file) => file.kernels.remove(0),
+        Err(diagnostics) => panic!("{diagnostics:?}\nin:\n{text}"),
+    }
+}
+
+/// The spec and the search's best plan for it, generated.
+pub fn kernel(case: &Case, backend: Backend) -> Result<(KernelSpec, GeneratedKernel), String> {
+    let spec = parse(&case.dgml(backend));
+    let result = deepgemm::search::search(&spec).map_err(|e| format!("search: {e}"))?;
+    let plan = result.buckets[0].winner().plan.clone();
+    if plan.backend != backend {
+        return Err(format!(
+            "the search chose {} instead of {backend}",
+            plan.backend
+        ));
+    }
+    let kernel = codegen::generate(&spec, &plan, "v0").map_err(|e| format!("codegen: {e}"))?;
+    Ok((spec, kernel))
+}
+
+/// A seed that differs from run to run (fresh inputs for every check), printed on failure.
+pub fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
+/// Runs every case on `backend` and fails with a table of all of them if any failed.
+pub fn check_matrix(gpu: &Gpu, backend: Backend, cases: &[Case]) -> Vec<RunReport> {
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for case in cases {
+        let seed = fresh_seed();
+        let outcome = kernel(case, backend).and_then(|(spec, kernel)| {
+            run(gpu, &spec, &kernel, case.shape, &case.options(seed)).map_err(|e| e.to_string())
+        });
+        match outcome {
+            Ok(report) => {
+                let line = format!(
+                    "{:<60} {:<28} error {:.2e} (< {:.0e}) unwritten {} checked {}{} repacked {:?} regs {} seed {seed}",
+                    case.name(),
+                    report.plan,
+                    report.error,
+                    report.tolerance,
+                    report.unwritten_count,
+                    report.checked_elements,
+                    if report.sampled { " (sampled)" } else { "" },
+                    report.repacked,
+                    report.resources.registers,
+                );
+                println!("{} {line}", if report.passed { "ok  " } else { "FAIL" });
+                if !report.passed {
+                    failures.push(line);
+                }
+                reports.push(report);
+            }
+            Err(e) => {
+                println!("FAIL {} on {backend}: {e} (seed {seed})", case.name());
+                failures.push(format!("{}: {e}", case.name()));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed on {backend}:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+    reports
+}
+
+// ---------------------------------------------------------------------------------------------
+// The matrix
+// ---------------------------------------------------------------------------------------------
+
+pub const LAYOUTS: [[&str; 3]; 8] = [
+    ["row", "row", "row"],
+    ["row", "col", "row"],
+    ["col", "row", "row"],
+    ["col", "col", "row"],
+    ["row", "row", "col"],
+    ["row", "col", "col"],
+    ["col", "row", "col"],
+    ["col", "col", "col"],
+];
+
+pub fn layouts() -> Vec<Case> {
+    LAYOUTS
+        .iter()
+        .map(|&l| Case::new("bf16", "bf16", (127, 129, 255)).layouts(l))
+        .collect()
+}
+
+/// f16/bf16 inputs with every output type, at a shape with ragged edges on all three extents.
+pub fn half_dtypes() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for input in ["bf16", "f16"] {
+        for output in ["bf16", "f16", "f32"] {
+            cases.push(Case::new(input, output, (17, 33, 65)));
+            cases.push(Case::new(input, output, (1000, 3000, 2000)));
+        }
+    }
+    cases
+}
+
+/// Every shape of the matrix, bf16 NT.
+pub fn shapes() -> Vec<Case> {
+    [
+        (1, 1, 1),
+        (1, 8192, 8192),
+        (17, 33, 65),
+        (127, 129, 255),
+        (64, 64, 7),
+        (4095, 4097, 4093),
+        (1000, 3000, 2000),
+        (8192, 8192, 8192),
+    ]
+    .into_iter()
+    .map(|s| Case::new("bf16", "bf16", s))
+    .collect()
+}
+
+pub fn epilogues(input: &'static str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for layouts in [["row", "col", "row"], ["col", "row", "col"]] {
+        for epilogue in [
+            Epilogue::AlphaBetaC,
+            Epilogue::BiasGelu,
+            Epilogue::BiasGeluTanh,
+        ] {
+            cases.push(
+                Case::new(input, input, (127, 129, 255))
+                    .layouts(layouts)
+                    .epilogue(epilogue),
+            );
+        }
+    }
+    cases.push(Case::new(input, input, (1000, 3000, 2000)).epilogue(Epilogue::BiasGeluTanh));
+    cases
+}
+
+/// ld = K+1 (and M+1, N+1 for the other layouts) and every base pointer 2 bytes off: the
+/// launcher repacks what the kernel's copies cannot read.
+pub fn padded_and_offset(input: &'static str, output: &'static str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for layouts in [["row", "col", "row"], ["col", "row", "col"]] {
+        for shape in [(127, 129, 255), (4095, 4097, 4093)] {
+            cases.push(Case::new(input, output, shape).layouts(layouts).ld_pad(1));
+            cases.push(
+                Case::new(input, output, shape)
+                    .layouts(layouts)
+                    .base_offset(2),
+            );
+        }
+    }
+    cases.push(
+        Case::new(input, output, (127, 129, 255))
+            .ld_pad(1)
+            .base_offset(2)
+            .epilogue(Epilogue::AlphaBetaC),
+    );
+    cases
+}
+
+/// Every case the correctness tests run on `backend`.
+pub fn matrix(backend: Backend) -> Vec<Case> {
+    let mut cases = layouts();
+    cases.extend(half_dtypes());
+    cases.extend(shapes());
+    cases.extend(epilogues("bf16"));
+    cases.extend(epilogues("f16"));
+    match backend {
+        Backend::Simt => {
+            cases.push(Case::new("f32", "f32", (17, 33, 65)));
+            cases.push(Case::new("f32", "f32", (1000, 3000, 2000)));
+            cases.push(Case::new("tf32", "f32", (127, 129, 255)));
+            cases.extend(padded_and_offset("bf16", "f32"));
+            cases.extend(padded_and_offset("f32", "f32"));
+        }
+        _ => {
+            cases.push(Case::new("tf32", "f32", (17, 33, 65)));
+            cases.push(Case::new("tf32", "f32", (1000, 3000, 2000)));
+            cases.extend(padded_and_offset("bf16", "bf16"));
+        }
+    }
+    cases
+}
