@@ -484,3 +484,58 @@ impl Drop for Baseline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str, epilogue: &str) -> KernelSpec {
+        let text = format!(
+            "kernel t {{ target h200; input A: bf16[M, K] row; input B: bf16[K, N] col; {extra} \
+             output D: bf16[M, N] row; param alpha: f32 = 2.0; param beta: f32 = 0.5; \
+             epilogue D = {epilogue}; shape {{ M = 64; N = 64; K = 64; }} }}"
+        );
+        let file = deepgemm::spec::parse_str(&text, "t.dgml", std::path::Path::new("."))
+            .unwrap_or_else(|d| panic!("{d:?}"));
+        file.kernels.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn fusable_epilogues_are_recognised() {
+        let plain = match_epilogue(&spec("", "acc")).unwrap();
+        assert_eq!(plain.alpha, Scalar::Constant(1.0));
+        assert_eq!(
+            (plain.beta_c, plain.bias, plain.activation),
+            (None, None, None)
+        );
+
+        let axpby = match_epilogue(&spec("input C: bf16[M, N] row;", "alpha * acc + beta * C"));
+        let axpby = axpby.unwrap();
+        assert_eq!(axpby.alpha, Scalar::Param("alpha".into()));
+        assert_eq!(
+            axpby.beta_c,
+            Some((Scalar::Param("beta".into()), "C".into()))
+        );
+
+        let mlp = match_epilogue(&spec(
+            "input bias: bf16[N];",
+            "gelu_tanh(acc * alpha + bias)",
+        ));
+        let mlp = mlp.unwrap();
+        assert_eq!(mlp.alpha, Scalar::Param("alpha".into()));
+        assert_eq!(mlp.bias.as_deref(), Some("bias"));
+        assert_eq!(mlp.activation, Some(Activation::Gelu));
+    }
+
+    #[test]
+    fn other_epilogues_are_refused_with_the_reason() {
+        let refused = |extra: &str, expr: &str| match match_epilogue(&spec(extra, expr)) {
+            Err(CudaError::CublasUnsupported(why)) => why,
+            other => panic!("{expr}: expected unsupported, got {other:?}"),
+        };
+        assert!(refused("", "silu(acc)").contains("silu"));
+        assert!(refused("input bias: bf16[N];", "acc * bias").contains("product of two tensors"));
+        assert!(refused("input C: bf16[M, N] row;", "beta * C").contains("without the accumulator"));
+        assert!(refused("", "alpha").contains("`alpha`"));
+    }
+}
