@@ -484,6 +484,37 @@ mod spec_errors {
         assert_eq!(err.to_string(), text);
     }
 
+    #[test]
+    fn a_flood_of_errors_is_cut_off_with_a_note() {
+        let src = format!("kernel k {{\n{}}}", "  bogus;\n".repeat(300));
+        let diags = diagnostics(&src);
+        assert_eq!(diags.len(), 101);
+        assert_eq!(
+            (diags[99].line, diags[99].message.as_str()),
+            (101, "unknown kernel item `bogus`")
+        );
+        assert_eq!(
+            diags[100].message,
+            "too many errors; the rest of the file is not checked"
+        );
+    }
+
+    #[test]
+    fn a_run_of_unknown_characters_is_one_error() {
+        let src = base_with(&[(6, "  @@@ ### param x: f32;")]);
+        let got: Vec<(u32, u32, String)> = diagnostics(&src)
+            .into_iter()
+            .map(|d| (d.line, d.col, d.message))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (6, 3, "unexpected characters `@@@`".to_string()),
+                (6, 7, "unexpected characters `###`".to_string())
+            ]
+        );
+    }
+
     fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("deepgemm-spec-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -33,6 +33,13 @@ impl Span {
     }
 }
 
+/// Diagnostics beyond this many are dropped (with a note saying so): a file of garbage would
+/// otherwise produce one per token.
+pub const MAX_DIAGNOSTICS: usize = 100;
+
+/// Source lines longer than this many characters are shown as a window around the error.
+const EXCERPT_CHARS: usize = 120;
+
 /// One error in a spec file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
@@ -46,48 +53,41 @@ pub struct Diagnostic {
     pub expected: Option<String>,
     /// How to fix it (`did you mean "bf16"?`).
     pub hint: Option<String>,
-    /// The text of the line the span starts on, for the excerpt.
+    /// The text of the line the span starts on (a window of it when the line is long).
     pub source_line: String,
+    /// 1-based character position of the caret in `source_line`.
+    pub excerpt_col: u32,
     /// Width of the caret underline, in characters (at least 1, clipped to the line).
     pub width: u32,
+    /// Byte range in the source; `None` for a diagnostic about the whole file.
+    pub span: Option<Span>,
 }
 
 impl Diagnostic {
-    /// An error at `span` of `source`.
-    pub fn error(file: &str, source: &str, span: Span, message: impl Into<String>) -> Diagnostic {
-        let start = floor_char_boundary(source, span.start.min(source.len()));
-        let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line_end = source[start..]
-            .find('\n')
-            .map_or(source.len(), |i| start + i);
-        let source_line = source[line_start..line_end].trim_end_matches('\r');
-        let line = source[..line_start].matches('\n').count() + 1;
-        let col = source[line_start..start].chars().count() + 1;
-        let end = floor_char_boundary(source, span.end.clamp(start, line_end));
-        let width = source[start..end].chars().count().max(1);
+    /// An error at `span`. Its line, column and excerpt are filled in by [`locate`], once for
+    /// all diagnostics of a file.
+    pub fn error(file: &str, span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             file: file.to_string(),
-            line: saturate(line),
-            col: saturate(col),
+            line: 0,
+            col: 0,
             message: message.into(),
             expected: None,
             hint: None,
-            source_line: source_line.to_string(),
-            width: saturate(width),
+            source_line: String::new(),
+            excerpt_col: 0,
+            width: 1,
+            span: Some(span),
         }
     }
 
     /// A diagnostic about the file as a whole (it cannot be read), with no excerpt.
     pub fn whole_file(file: &str, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
-            file: file.to_string(),
             line: 1,
             col: 1,
-            message: message.into(),
-            expected: None,
-            hint: None,
-            source_line: String::new(),
-            width: 1,
+            span: None,
+            ..Diagnostic::error(file, Span::default(), message)
         }
     }
 
@@ -118,7 +118,7 @@ impl Diagnostic {
         if !self.source_line.is_empty() {
             // Tabs would misalign the caret, so the excerpt shows them as single spaces.
             let excerpt = self.source_line.replace('\t', " ");
-            let indent = " ".repeat(self.col as usize - 1);
+            let indent = " ".repeat(self.excerpt_col.saturating_sub(1) as usize);
             let carets = "^".repeat(self.width as usize);
             out += &format!("{pad} |\n{line_no} | {excerpt}\n{pad} | {indent}{carets}");
             if let Some(expected) = &self.expected {
@@ -195,6 +195,56 @@ pub fn closest<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> Optio
         .map(|(_, _, k)| k)
 }
 
+/// Fill in line, column and excerpt of every diagnostic from its span, in one pass over the
+/// source (diagnostics are sorted by position first).
+pub fn locate(diags: &mut [Diagnostic], source: &str) {
+    diags.sort_by_key(|d| d.span.map(|s| s.start));
+    let bytes = source.as_bytes();
+    let (mut scanned, mut line, mut line_start) = (0usize, 1usize, 0usize);
+    for d in diags.iter_mut() {
+        let Some(span) = d.span else { continue };
+        let start = floor_char_boundary(source, span.start.min(source.len()));
+        for (i, &b) in bytes[scanned..start].iter().enumerate() {
+            if b == b'\n' {
+                line += 1;
+                line_start = scanned + i + 1;
+            }
+        }
+        scanned = start;
+        let line_end = source[start..]
+            .find('\n')
+            .map_or(source.len(), |i| start + i);
+        let text = source[line_start..line_end].trim_end_matches('\r');
+        let col = source[line_start..start].chars().count();
+        let end = floor_char_boundary(source, span.end.clamp(start, line_end));
+        let width = source[start..end].chars().count().max(1);
+        let (window, caret) = excerpt(text, col);
+        d.line = saturate(line);
+        d.col = saturate(col + 1);
+        d.width = saturate(width.min(EXCERPT_CHARS));
+        d.source_line = window;
+        d.excerpt_col = saturate(caret + 1);
+    }
+}
+
+/// The line itself, or a window of it around character `col` when it is long; and where `col`
+/// falls in what is returned.
+fn excerpt(line: &str, col: usize) -> (String, usize) {
+    let len = line.chars().count();
+    if len <= EXCERPT_CHARS {
+        return (line.to_string(), col);
+    }
+    let first = col
+        .saturating_sub(EXCERPT_CHARS / 2)
+        .min(len - EXCERPT_CHARS);
+    let window: String = line.chars().skip(first).take(EXCERPT_CHARS).collect();
+    if first == 0 {
+        (format!("{window}..."), col)
+    } else {
+        (format!("...{window}..."), col - first + 3)
+    }
+}
+
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     while !s.is_char_boundary(i) {
         i -= 1;
@@ -210,16 +260,25 @@ fn saturate(n: usize) -> u32 {
 mod tests {
     use super::*;
 
+    fn located(src: &str, span: Span) -> Diagnostic {
+        let mut d = [Diagnostic::error("x.dgml", span, "m")];
+        locate(&mut d, src);
+        d[0].clone()
+    }
+
     #[test]
     fn position_and_excerpt() {
         let src = "kernel k {\n  input A: bf61[M, K];\n}";
         let at = src.find("bf61").unwrap();
-        let d = Diagnostic::error("x.dgml", src, Span::new(at, at + 4), "unknown dtype `bf61`")
-            .expected("a dtype")
-            .maybe_hint(did_you_mean("bf61", ["f16", "bf16", "f32"]));
-        assert_eq!((d.line, d.col, d.width), (2, 12, 4));
+        let mut d = [
+            Diagnostic::error("x.dgml", Span::new(at, at + 4), "unknown dtype `bf61`")
+                .expected("a dtype")
+                .maybe_hint(did_you_mean("bf61", ["f16", "bf16", "f32"])),
+        ];
+        locate(&mut d, src);
+        assert_eq!((d[0].line, d[0].col, d[0].width), (2, 12, 4));
         assert_eq!(
-            d.render(),
+            d[0].render(),
             "error: unknown dtype `bf61`\n --> x.dgml:2:12\n  |\n2 |   input A: bf61[M, K];\n  \
              |            ^^^^ expected a dtype\n  |\n  = hint: did you mean \"bf16\"?\n"
         );
@@ -227,9 +286,18 @@ mod tests {
 
     #[test]
     fn spans_inside_multibyte_characters_do_not_panic() {
-        let src = "a ∈ b";
-        let d = Diagnostic::error("x", src, Span::new(3, 100), "m");
+        let d = located("a ∈ b", Span::new(3, 100));
         assert_eq!((d.line, d.col), (1, 3));
+    }
+
+    #[test]
+    fn long_lines_are_windowed() {
+        let src = format!("{}$ tail", "x".repeat(1000));
+        let d = located(&src, Span::new(1000, 1001));
+        assert_eq!((d.line, d.col), (1, 1001));
+        assert!(d.source_line.len() < 200);
+        let caret = d.excerpt_col as usize - 1;
+        assert_eq!(d.source_line.chars().nth(caret), Some('$'));
     }
 
     #[test]

@@ -66,12 +66,6 @@ impl Expr {
     }
 }
 
-impl std::fmt::Display for Expr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&super::print::expr(self))
-    }
-}
-
 /// `sqrt(2/pi)`, as written in the gelu_tanh formula.
 const GELU_TANH_SCALE: f64 = 0.79788456;
 const GELU_TANH_CUBIC: f64 = 0.044715;

@@ -5,7 +5,7 @@
 //! Unicode spellings are folded here: `∈` lexes as the word `in`, `∧` as `and`, `≤` / `≥` as
 //! `<=` / `>=`. Comments (`//` to the end of the line, `/* ... */`, not nested) are skipped.
 
-use super::diag::{Diagnostic, Span};
+use super::diag::{Diagnostic, Span, MAX_DIAGNOSTICS};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TokenKind {
@@ -163,7 +163,6 @@ impl Lexer<'_> {
                         diags.push(
                             Diagnostic::error(
                                 file,
-                                self.src,
                                 Span::new(start, start + 2),
                                 "unterminated block comment",
                             )
@@ -189,16 +188,10 @@ impl Lexer<'_> {
                 self.pos += len;
                 self.push(kind, start);
             } else {
-                self.pos += c.len_utf8();
-                diags.push(
-                    Diagnostic::error(
-                        file,
-                        self.src,
-                        Span::new(start, self.pos),
-                        format!("unexpected character `{}`", c.escape_debug()),
-                    )
-                    .hint("`.dgml` uses ASCII punctuation plus `∈ ∧ ≤ ≥`"),
-                );
+                self.unknown_characters(diags, file);
+            }
+            if diags.len() >= MAX_DIAGNOSTICS {
+                break;
             }
         }
         let end = self.src.len();
@@ -206,6 +199,32 @@ impl Lexer<'_> {
             kind: TokenKind::Eof,
             span: Span::new(end, end),
         });
+    }
+
+    /// A run of characters the language does not use, reported once.
+    fn unknown_characters(&mut self, diags: &mut Vec<Diagnostic>, file: &str) {
+        let start = self.pos;
+        while let Some(c) = self.peek() {
+            let known = c.is_whitespace()
+                || c.is_ascii_alphanumeric()
+                || c == '_'
+                || c == '"'
+                || (self.pos > start && self.punct().is_some());
+            if known && self.pos > start {
+                break;
+            }
+            self.pos += c.len_utf8();
+        }
+        let run = &self.src[start..self.pos];
+        let message = if run.chars().count() == 1 {
+            format!("unexpected character `{}`", run.escape_debug())
+        } else {
+            format!("unexpected characters `{}`", run.escape_debug())
+        };
+        diags.push(
+            Diagnostic::error(file, Span::new(start, self.pos), message)
+                .hint("`.dgml` uses ASCII punctuation plus `∈ ∧ ≤ ≥`"),
+        );
     }
 
     /// Digits, an optional fraction (not when `..` follows: `1..=8`) and an optional exponent.
@@ -236,7 +255,6 @@ impl Lexer<'_> {
         if !value.is_finite() {
             diags.push(Diagnostic::error(
                 file,
-                self.src,
                 Span::new(start, self.pos),
                 format!("number `{text}` is too large"),
             ));
@@ -268,13 +286,8 @@ impl Lexer<'_> {
                 let text = body[..text_len].to_string();
                 self.pos += 1 + text_len;
                 diags.push(
-                    Diagnostic::error(
-                        file,
-                        self.src,
-                        Span::new(start, start + 1),
-                        "unterminated string",
-                    )
-                    .expected("a closing `\"` on the same line"),
+                    Diagnostic::error(file, Span::new(start, start + 1), "unterminated string")
+                        .expected("a closing `\"` on the same line"),
                 );
                 self.push(
                     TokenKind::Str {
@@ -414,7 +427,7 @@ mod tests {
     #[test]
     fn bad_input_is_reported_and_skipped() {
         let mut diags = Vec::new();
-        let tokens = lex("a $ b \"open\n/* never", &mut diags, "t.dgml");
+        let tokens = lex("a $$ b \"open\n/* never", &mut diags, "t.dgml");
         assert_eq!(diags.len(), 3, "{diags:?}");
         assert_eq!(tokens.first().map(|t| &t.kind), Some(&word("a")));
         assert_eq!(tokens.last().map(|t| &t.kind), Some(&TokenKind::Eof));

@@ -19,7 +19,7 @@ mod print;
 mod sema;
 mod types;
 
-pub use diag::{Diagnostic, Diagnostics};
+pub use diag::{Diagnostic, Diagnostics, Span};
 pub use expr::{erf, round_to};
 pub use print::{summary, to_dgml};
 pub use types::*;
@@ -34,23 +34,30 @@ pub fn parse_str(source: &str, file_name: &str, base_dir: &Path) -> Result<SpecF
     let asts = parser::parse(&tokens, source, file_name, &mut diags);
     if asts.is_empty() && diags.is_empty() {
         diags.push(
-            Diagnostic::error(
-                file_name,
-                source,
-                diag::Span::new(0, 0),
-                "no kernel in this file",
-            )
-            .expected("at least one `kernel NAME { ... }` block"),
+            Diagnostic::error(file_name, diag::Span::new(0, 0), "no kernel in this file")
+                .expected("at least one `kernel NAME { ... }` block"),
         );
     }
     let kernels = sema::analyze(&asts, source, file_name, base_dir, &mut diags);
     if diags.is_empty() {
-        Ok(SpecFile { kernels })
-    } else {
-        // Lexing, parsing and analysis each report in source order; merge them.
-        diags.sort_by_key(|d| (d.line, d.col));
-        Err(Diagnostics { items: diags })
+        return Ok(SpecFile { kernels });
     }
+    // Lexing, parsing and analysis each report in source order; `locate` merges them.
+    diags.sort_by_key(|d| d.span.map(|s| s.start));
+    if diags.len() >= diag::MAX_DIAGNOSTICS {
+        let last = diags[diag::MAX_DIAGNOSTICS - 1].span.unwrap_or_default();
+        diags.truncate(diag::MAX_DIAGNOSTICS);
+        diags.push(
+            Diagnostic::error(
+                file_name,
+                last,
+                "too many errors; the rest of the file is not checked",
+            )
+            .hint("fix these and run again"),
+        );
+    }
+    diag::locate(&mut diags, source);
+    Err(Diagnostics { items: diags })
 }
 
 /// Read and parse a spec file; `hardware` paths are relative to the file's directory. A file

@@ -8,7 +8,7 @@
 //! [`MAX_DEPTH`], so arbitrary bytes cannot make the parser hang or overflow its stack.
 
 use super::ast::*;
-use super::diag::{did_you_mean, Diagnostic, Span};
+use super::diag::{did_you_mean, Diagnostic, Span, MAX_DIAGNOSTICS};
 use super::lexer::{Token, TokenKind};
 use super::types::{BinaryOp, CBinOp, ConstraintOp, Direction};
 
@@ -49,6 +49,8 @@ pub struct Parser<'a> {
     operators: usize,
     /// A block entry failed to parse since the current kernel started.
     entry_failed: bool,
+    /// Where errors past [`MAX_DIAGNOSTICS`] go, unrecorded (the parser is winding down).
+    discarded: Diagnostic,
 }
 
 /// Parse every `kernel` block of a token stream (which ends with `Eof`).
@@ -67,6 +69,7 @@ pub fn parse(
         depth: 0,
         operators: 0,
         entry_failed: false,
+        discarded: Diagnostic::error(file, Span::default(), ""),
     };
     parser.file_items()
 }
@@ -74,16 +77,26 @@ pub fn parse(
 impl Parser<'_> {
     // ---- token access -------------------------------------------------------------------
 
+    /// Index of the current token. Once [`MAX_DIAGNOSTICS`] errors are reported the parser
+    /// sees the end of the file, so that every loop winds down.
+    fn index(&self) -> usize {
+        if self.diags.len() >= MAX_DIAGNOSTICS {
+            self.tokens.len() - 1
+        } else {
+            self.pos.min(self.tokens.len() - 1)
+        }
+    }
+
     fn peek(&self) -> &TokenKind {
-        &self.tokens[self.pos.min(self.tokens.len() - 1)].kind
+        &self.tokens[self.index()].kind
     }
 
     fn peek_at(&self, offset: usize) -> &TokenKind {
-        &self.tokens[(self.pos + offset).min(self.tokens.len() - 1)].kind
+        &self.tokens[(self.index() + offset).min(self.tokens.len() - 1)].kind
     }
 
     fn span(&self) -> Span {
-        self.tokens[self.pos.min(self.tokens.len() - 1)].span
+        self.tokens[self.index()].span
     }
 
     /// The end of the previous token, where a missing `;` belongs.
@@ -98,8 +111,8 @@ impl Parser<'_> {
     }
 
     fn bump(&mut self) -> Token {
-        let token = self.tokens[self.pos.min(self.tokens.len() - 1)].clone();
-        if self.pos < self.tokens.len() - 1 {
+        let token = self.tokens[self.index()].clone();
+        if self.index() < self.tokens.len() - 1 {
             self.pos += 1;
         }
         token
@@ -132,8 +145,11 @@ impl Parser<'_> {
     // ---- errors and recovery ------------------------------------------------------------
 
     fn error_at(&mut self, span: Span, message: impl Into<String>) -> &mut Diagnostic {
-        self.diags
-            .push(Diagnostic::error(self.file, self.src, span, message));
+        if self.diags.len() >= MAX_DIAGNOSTICS {
+            self.discarded = Diagnostic::error(self.file, span, message);
+            return &mut self.discarded;
+        }
+        self.diags.push(Diagnostic::error(self.file, span, message));
         self.diags.last_mut().expect("just pushed")
     }
 

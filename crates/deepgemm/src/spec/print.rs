@@ -7,7 +7,21 @@
 
 use super::types::*;
 use crate::plan::ShapeBucket;
-use std::fmt::Write;
+use std::fmt::{self, Write};
+
+/// `.dgml` syntax, as in [`to_dgml`].
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&expr(self))
+    }
+}
+
+/// `.dgml` syntax, as in [`to_dgml`].
+impl fmt::Display for CExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&cexpr(self))
+    }
+}
 
 /// Canonical `.dgml` text of a whole file.
 pub fn to_dgml(file: &SpecFile) -> String {

@@ -4,7 +4,7 @@
 //! span that causes it; analysis goes on after an error so that one run reports them all.
 
 use super::ast::*;
-use super::diag::{did_you_mean, Diagnostic, Span};
+use super::diag::{did_you_mean, Diagnostic, Span, MAX_DIAGNOSTICS};
 use super::print;
 use super::types::*;
 use crate::dtype::DType;
@@ -22,11 +22,15 @@ pub fn analyze(
     base_dir: &Path,
     diags: &mut Vec<Diagnostic>,
 ) -> Vec<KernelSpec> {
+    let line_starts = std::iter::once(0)
+        .chain(src.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
     let mut cx = Cx {
-        src,
+        line_starts,
         file,
         base_dir,
         diags,
+        discarded: Diagnostic::error(file, Span::default(), ""),
         declared: Vec::new(),
     };
     let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -53,10 +57,13 @@ pub fn analyze(
 }
 
 struct Cx<'a> {
-    src: &'a str,
+    /// Byte offset of the start of each line, for "declared on line N" hints.
+    line_starts: Vec<usize>,
     file: &'a str,
     base_dir: &'a Path,
     diags: &'a mut Vec<Diagnostic>,
+    /// Where errors past [`MAX_DIAGNOSTICS`] go, unrecorded.
+    discarded: Diagnostic,
     /// Every operand and param name of the kernel being analysed, resolved or not: a use of a
     /// name whose declaration had an error is not reported again.
     declared: Vec<String>,
@@ -85,20 +92,30 @@ fn dtype_list() -> String {
 }
 
 impl Cx<'_> {
+    /// Record an error. Past [`MAX_DIAGNOSTICS`] it is dropped (the caller may still fill in
+    /// the returned diagnostic), which bounds the work on a file full of errors.
     fn error(&mut self, span: Span, message: impl Into<String>) -> &mut Diagnostic {
-        self.diags
-            .push(Diagnostic::error(self.file, self.src, span, message));
+        if self.flooded() {
+            self.discarded = Diagnostic::error(self.file, span, message);
+            return &mut self.discarded;
+        }
+        self.diags.push(Diagnostic::error(self.file, span, message));
         self.diags.last_mut().expect("just pushed")
     }
 
+    fn flooded(&self) -> bool {
+        self.diags.len() >= MAX_DIAGNOSTICS
+    }
+
     fn line_of(&self, span: Span) -> usize {
-        self.src[..span.start.min(self.src.len())]
-            .matches('\n')
-            .count()
-            + 1
+        self.line_starts
+            .partition_point(|&start| start <= span.start)
     }
 
     fn kernel(&mut self, kernel: &KernelAst) -> Option<KernelSpec> {
+        if self.flooded() {
+            return None;
+        }
         let errors_before = self.diags.len();
         let items = self.sort_items(kernel);
         self.declared = (items.operands.iter().map(|o| &o.name))
@@ -134,7 +151,7 @@ impl Cx<'_> {
             .unwrap_or_default();
         let tiling = items.tiling.map(|ts| self.tiling(ts)).unwrap_or_default();
 
-        if self.diags.len() > errors_before {
+        if self.diags.len() > errors_before || self.flooded() {
             return None;
         }
         let (target, hardware) = hardware?;
