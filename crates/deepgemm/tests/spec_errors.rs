@@ -357,6 +357,13 @@ mod spec_errors {
             hint: None,
         },
         Case {
+            name: "an input the epilogue never reads",
+            replace: &[(6, "  input bias: f32[N];")],
+            at: (6, 9),
+            message: "input `bias` is never read: the epilogue does not use it",
+            hint: Some("`epilogue D = ...;`"),
+        },
+        Case {
             name: "misspelled layout",
             replace: &[(4, "  input B: bf16[K, N] column;")],
             at: (4, 23),

@@ -262,13 +262,17 @@ mod spec_fuzz {
                 "kernel k {{ target h200; input A: bf16[M, K] row; input B: bf16[K, N] col;\n\
                  input bias: f32[N]; input C: bf16[M, N] row; output D: bf16[M, N] row;\n\
                  param alpha: f32 = 1;\n\
-                 epilogue D = {epilogue};\n\
+                 epilogue D = ({epilogue}) + bias * C;\n\
                  shape {{ M = 64; N = 64; K = 64; }}\n\
                  tiling {{ STAGES in 2..=4 where {condition}; }} }}"
             );
             let file = parse_str(&src, "expr.dgml", Path::new(".")).unwrap_or_else(|d| panic!("{src}\n{d}"));
             let k = &file.kernels[0];
-            prop_assert_eq!(&k.epilogue.expr, &epilogue);
+            // Every input must be read, so the random tree is the left operand of `+ bias * C`.
+            let Expr::Binary(BinaryOp::Add, parsed, _) = &k.epilogue.expr else {
+                panic!("not a sum: {}", k.epilogue.expr);
+            };
+            prop_assert_eq!(&**parsed, &epilogue);
             prop_assert_eq!(k.tiling[0].condition.as_ref(), Some(&condition));
         }
     }

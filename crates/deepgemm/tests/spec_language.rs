@@ -107,7 +107,7 @@ mod spec_language {
     #[test]
     fn roles_are_inferred_from_dims() {
         let k = with_gemm(
-            "input C: bf16[M, N] col; input rows: f32[M]; input cols: bf16[N]; input s: f32[];",
+            "input C: bf16[M, N] col; input rows: f32[M]; input cols: bf16[N]; input s: f32[]; epilogue D = acc + C * rows + cols * s;",
         );
         let role = |name: &str| k.operand(name).unwrap().role.clone();
         assert_eq!(role("C"), Role::C);

@@ -145,6 +145,10 @@ impl Cx<'_> {
         let params: Vec<Param> = items.params.iter().filter_map(|p| self.param(p)).collect();
         let accumulate = self.accumulate(items.accumulate, &operands);
         let epilogue = self.epilogue(items.epilogue, &operands, &params);
+        // Only for an otherwise sound kernel: after an error, "never read" is usually a cascade.
+        if let (Some(epilogue), false) = (&epilogue, self.diags.len() > errors_before) {
+            self.check_inputs_are_read(&items.operands, &operands, epilogue);
+        }
         let constraints = items
             .constraints
             .map(|cs| cs.iter().filter_map(|c| self.constraint(c)).collect())
@@ -869,6 +873,40 @@ impl Cx<'_> {
             output: d.name.clone(),
             expr,
         })
+    }
+
+    /// An input only the epilogue can read (C, a vector, a scalar) that it does not read is a
+    /// mistake: the kernel would silently ignore it.
+    fn check_inputs_are_read(
+        &mut self,
+        decls: &[&OperandDecl],
+        operands: &[Operand],
+        epilogue: &Epilogue,
+    ) {
+        let read = epilogue.expr.references();
+        for op in operands {
+            let epilogue_input = matches!(
+                op.role,
+                Role::C | Role::RowVector | Role::ColVector | Role::Scalar
+            );
+            if epilogue_input && !read.contains(&op.name) {
+                let span = decls
+                    .iter()
+                    .find(|d| d.name.text == op.name)
+                    .map_or_else(Span::default, |d| d.name.span);
+                self.error(
+                    span,
+                    format!(
+                        "input `{}` is never read: the epilogue does not use it",
+                        op.name
+                    ),
+                )
+                .hint = Some(format!(
+                    "use it in `epilogue {} = ...;` or remove the declaration",
+                    epilogue.output
+                ));
+            }
+        }
     }
 
     fn expr(&mut self, e: &AExpr, operands: &[Operand], params: &[Param]) -> Option<Expr> {
