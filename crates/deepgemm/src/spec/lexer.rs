@@ -149,7 +149,8 @@ impl Lexer<'_> {
     fn run(&mut self, diags: &mut Vec<Diagnostic>, file: &str) {
         while let Some(c) = self.peek() {
             let start = self.pos;
-            if c.is_whitespace() {
+            // A byte-order mark, as some editors write, counts as whitespace.
+            if c.is_whitespace() || c == '\u{feff}' {
                 self.pos += c.len_utf8();
             } else if self.rest().starts_with("//") {
                 self.pos = self
@@ -206,6 +207,7 @@ impl Lexer<'_> {
         let start = self.pos;
         while let Some(c) = self.peek() {
             let known = c.is_whitespace()
+                || c == '\u{feff}'
                 || c.is_ascii_alphanumeric()
                 || c == '_'
                 || c == '"'
@@ -417,9 +419,9 @@ mod tests {
     }
 
     #[test]
-    fn comments_are_skipped() {
+    fn comments_and_byte_order_marks_are_skipped() {
         assert_eq!(
-            kinds("a // x\n/* y\n z */ b"),
+            kinds("\u{feff}a // x\n/* y\n z */ b"),
             vec![word("a"), word("b"), TokenKind::Eof]
         );
     }

@@ -28,6 +28,21 @@ use std::path::Path;
 
 /// Parse and check `.dgml` source. `file_name` is used in diagnostics; `hardware "x.yaml"`
 /// paths are resolved against `base_dir`.
+///
+/// ```
+/// use deepgemm::spec;
+/// let src = "kernel k { target h200;
+///              input A: bf16[M, K] row; input B: bf16[K, N] col; output D: bf16[M, N] row;
+///              shape { M in 1..=256; N = 4096; K = 4096; } }";
+/// let file = spec::parse_str(src, "k.dgml", std::path::Path::new(".")).unwrap();
+/// assert_eq!(file.kernels[0].b().layout, spec::Layout::Col);
+///
+/// let typo = src.replace("h200", "a10");
+/// let err = spec::parse_str(&typo, "k.dgml", std::path::Path::new(".")).unwrap_err();
+/// assert_eq!((err.items[0].line, err.items[0].col), (1, 19));
+/// assert_eq!(err.items[0].message, "unknown target `a10`");
+/// assert_eq!(err.items[0].hint.as_deref(), Some("did you mean \"a100\"?"));
+/// ```
 pub fn parse_str(source: &str, file_name: &str, base_dir: &Path) -> Result<SpecFile, Diagnostics> {
     let mut diags = Vec::new();
     let tokens = lexer::lex(source, &mut diags, file_name);
