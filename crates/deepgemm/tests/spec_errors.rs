@@ -364,6 +364,13 @@ mod spec_errors {
             hint: Some("`epilogue D = ...;`"),
         },
         Case {
+            name: "two targets",
+            replace: &[(6, "  target h100;")],
+            at: (6, 10),
+            message: "the target is given twice",
+            hint: Some("one `target` or `hardware` line"),
+        },
+        Case {
             name: "misspelled layout",
             replace: &[(4, "  input B: bf16[K, N] column;")],
             at: (4, 23),

@@ -72,7 +72,7 @@ struct Cx<'a> {
 /// The items of one kernel, sorted by kind (each block at most once).
 #[derive(Default)]
 struct Items<'k> {
-    targets: Vec<(&'k Item, Span)>,
+    targets: Vec<TargetItem<'k>>,
     operands: Vec<&'k OperandDecl>,
     params: Vec<&'k ParamDecl>,
     accumulate: Option<&'k Name>,
@@ -80,6 +80,21 @@ struct Items<'k> {
     shape: Option<(&'k [ShapeEntry], Span)>,
     constraints: Option<&'k [ConstraintAst]>,
     tiling: Option<&'k [TilingEntry]>,
+}
+
+/// `target NAME;` or `hardware "file";`
+enum TargetItem<'k> {
+    Preset(&'k Name),
+    File { path: &'k str, span: Span },
+}
+
+impl TargetItem<'_> {
+    fn span(&self) -> Span {
+        match self {
+            TargetItem::Preset(name) => name.span,
+            TargetItem::File { span, .. } => *span,
+        }
+    }
 }
 
 /// Every known target name, for messages.
@@ -177,8 +192,10 @@ impl Cx<'_> {
         let mut items = Items::default();
         for item in &kernel.items {
             match item {
-                Item::Target(name) => items.targets.push((item, name.span)),
-                Item::Hardware { span, .. } => items.targets.push((item, *span)),
+                Item::Target(name) => items.targets.push(TargetItem::Preset(name)),
+                Item::Hardware { path, span } => {
+                    items.targets.push(TargetItem::File { path, span: *span })
+                }
                 Item::Operand(op) => items.operands.push(op),
                 Item::Param(p) => items.params.push(p),
                 Item::Accumulate(dtype) => {
@@ -217,7 +234,7 @@ impl Cx<'_> {
     // ---- target -------------------------------------------------------------------------
 
     fn target(&mut self, kernel: &KernelAst, items: &Items) -> Option<(TargetRef, Hardware)> {
-        let Some(&(first, _)) = items.targets.first() else {
+        let Some(first) = items.targets.first() else {
             if kernel.incomplete {
                 return None;
             }
@@ -231,12 +248,12 @@ impl Cx<'_> {
             ));
             return None;
         };
-        for &(_, span) in &items.targets[1..] {
-            self.error(span, "the target is given twice").hint =
+        for extra in &items.targets[1..] {
+            self.error(extra.span(), "the target is given twice").hint =
                 Some("a kernel has one `target` or `hardware` line".to_string());
         }
         match first {
-            Item::Target(name) => match hw::preset(&name.text) {
+            TargetItem::Preset(name) => match hw::preset(&name.text) {
                 Some(hardware) => Some((TargetRef::Preset(name.text.clone()), hardware)),
                 None => {
                     let hint = did_you_mean(&name.text, hw::preset_names());
@@ -249,10 +266,10 @@ impl Cx<'_> {
                     None
                 }
             },
-            Item::Hardware { path, span } => {
+            TargetItem::File { path, span } => {
                 let full = self.base_dir.join(path);
                 match Hardware::load(&full) {
-                    Ok(hardware) => Some((TargetRef::File(path.clone()), hardware)),
+                    Ok(hardware) => Some((TargetRef::File(path.to_string()), hardware)),
                     Err(e) => {
                         self.error(*span, format!("cannot use hardware file \"{path}\": {e}"))
                             .hint = Some(format!(
@@ -263,7 +280,6 @@ impl Cx<'_> {
                     }
                 }
             }
-            _ => None,
         }
     }
 
@@ -688,9 +704,12 @@ impl Cx<'_> {
                 a.dtype, hw.arch
             ),
         );
-        let supported: Vec<&str> = hw.mma.iter().map(|r| r.dtype.name()).collect::<Vec<_>>();
-        let mut supported = supported;
-        supported.dedup();
+        let mut supported: Vec<&str> = Vec::new();
+        for rate in &hw.mma {
+            if !supported.contains(&rate.dtype.name()) {
+                supported.push(rate.dtype.name());
+            }
+        }
         d.expected = Some(format!(
             "an input dtype {target_name} supports: {}",
             supported.join(", ")
