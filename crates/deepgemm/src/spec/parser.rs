@@ -100,7 +100,7 @@ impl Parser<'_> {
     }
 
     /// The end of the previous token, where a missing `;` belongs.
-    fn after_previous(&self) -> Span {
+    fn just_after_previous(&self) -> Span {
         match self.pos.checked_sub(1) {
             Some(prev) => {
                 let end = self.tokens[prev].span.end;
@@ -182,7 +182,7 @@ impl Parser<'_> {
             _ => false,
         };
         if starts_next || self.next_line_starts_here() {
-            let span = self.after_previous();
+            let span = self.just_after_previous();
             let found = self.peek().describe();
             self.error_at(span, format!("missing `;` (found {found})"))
                 .expected = Some("`;` to end the statement".to_string());
@@ -247,7 +247,7 @@ impl Parser<'_> {
     fn count_operator(&mut self) -> PResult<()> {
         self.operators += 1;
         if self.operators > MAX_OPERATORS {
-            let span = self.after_previous_token_span();
+            let span = self.previous_span();
             self.error_at(span, "expression too long").hint =
                 Some(format!("at most {MAX_OPERATORS} operators per statement"));
             return Err(Reported);
@@ -661,12 +661,13 @@ impl Parser<'_> {
         } else {
             return Err(self.unexpected("`= value`, `in lo..=hi` or `in {v1, v2, ...}`"));
         };
-        let span = start.to(self.after_previous_token_span());
+        let span = start.to(self.previous_span());
         self.expect_semi()?;
         Ok(ShapeEntry { sym, domain, span })
     }
 
-    fn after_previous_token_span(&self) -> Span {
+    /// The span of the token just consumed.
+    fn previous_span(&self) -> Span {
         self.pos
             .checked_sub(1)
             .map_or(self.span(), |prev| self.tokens[prev].span)
@@ -725,7 +726,7 @@ impl Parser<'_> {
             }
             _ => return Err(self.unexpected("`[lo, hi]`, `{v1, v2, ...}` or `lo..=hi`")),
         };
-        let span = start.to(self.after_previous_token_span());
+        let span = start.to(self.previous_span());
         let condition = if self.eat_word("where") {
             Some(self.condition()?)
         } else {

@@ -377,12 +377,7 @@ impl Cx<'_> {
     }
 
     fn shape_sym(&mut self, name: &Name) -> Option<ShapeSym> {
-        let sym = match name.text.as_str() {
-            "M" => Some(ShapeSym::M),
-            "N" => Some(ShapeSym::N),
-            "K" => Some(ShapeSym::K),
-            _ => None,
-        };
+        let sym = shape_symbol(&name.text);
         if sym.is_none() {
             let hint = did_you_mean(&name.text, ["M", "N", "K"])
                 .unwrap_or_else(|| "the shape gives the GEMM extents M, N and K".to_string());
@@ -506,12 +501,7 @@ impl Cx<'_> {
     }
 
     fn dim_sym(&mut self, name: &Name) -> Option<ShapeSym> {
-        let sym = match name.text.as_str() {
-            "M" => Some(ShapeSym::M),
-            "N" => Some(ShapeSym::N),
-            "K" => Some(ShapeSym::K),
-            _ => None,
-        };
+        let sym = shape_symbol(&name.text);
         if sym.is_none() {
             let hint = did_you_mean(&name.text, ["M", "N", "K"]);
             let d = self.error(name.span, format!("unknown dimension `{}`", name.text));
@@ -1264,6 +1254,15 @@ fn default_epilogue(operands: &[Operand], params: &[Param]) -> Expr {
         expr = Expr::Binary(BinaryOp::Add, Box::new(expr), Box::new(term));
     }
     expr
+}
+
+fn shape_symbol(name: &str) -> Option<ShapeSym> {
+    match name {
+        "M" => Some(ShapeSym::M),
+        "N" => Some(ShapeSym::N),
+        "K" => Some(ShapeSym::K),
+        _ => None,
+    }
 }
 
 fn scale_granularity(of: &Role, dims: &[Dim]) -> Option<ScaleGranularity> {
