@@ -102,12 +102,18 @@ mod tests {
 
     #[test]
     fn shapes_and_products() {
-        let s = parse("name = \"x\"\nspec = \"a.dgml\"\nshapes = [[1, 2, 3]]\nm = [4, 5]\nnk = [[6, 7]]\n")
-            .unwrap();
+        let s = parse(
+            "name = \"x\"\nspec = \"a.dgml\"\nshapes = [[1, 2, 3]]\nm = [4, 5]\nnk = [[6, 7]]\n",
+        )
+        .unwrap();
         assert_eq!(s.spec, Path::new("bench/suites/a.dgml"));
         assert_eq!(
             s.shapes,
-            vec![Shape::new(1, 2, 3), Shape::new(4, 6, 7), Shape::new(5, 6, 7)]
+            vec![
+                Shape::new(1, 2, 3),
+                Shape::new(4, 6, 7),
+                Shape::new(5, 6, 7)
+            ]
         );
     }
 

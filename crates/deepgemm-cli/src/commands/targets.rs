@@ -5,7 +5,9 @@ use deepgemm::hw::{preset, PRESETS};
 
 /// List the built-in hardware presets, or print one as YAML (the format `hardware "x.yaml"` reads).
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  deepgemm targets\n  deepgemm targets --show h200 > my_gpu.yaml")]
+#[command(
+    after_help = "Examples:\n  deepgemm targets\n  deepgemm targets --show h200 > my_gpu.yaml"
+)]
 pub struct Args {
     /// Print this preset's hardware model as YAML.
     #[arg(long, value_name = "NAME")]
