@@ -1,13 +1,64 @@
 #!/usr/bin/env bash
 # The GPU run, in two halves (shared/docs/GPU.md):
-#   scripts/gpu.sh pack   here (no GPU): build the release binary and a nextest archive of the GPU
-#                         tests into .gpu/, which the device call carries.
-#   scripts/gpu.sh run    on the GPU machine: run every gpu_* test and the benchmark suites, writing
-#                         JUnit XML, logs and bench JSON under $OUT. Builds nothing.
-# One device call does the whole run:
+#   scripts/gpu.sh pack          here (no GPU): build the release binary and a nextest archive of
+#                                the GPU tests into .gpu/, which the device call carries.
+#   scripts/gpu.sh run [PART..]  on the GPU machine, building nothing; PARTs (default: all):
+#     tests      every gpu_* test (the correctness matrix), JUnit XML under $OUT
+#     sanitizer  compute-sanitizer memcheck over `deepgemm run` on edge shapes
+#     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode) vs cuBLASLt
+#     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
+# One device call does a run:
 #   run(command="bash scripts/gpu.sh run", carry=[".gpu"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+deepgemm=./.gpu/deepgemm
+
+tests() {
+  ./.gpu/cargo-nextest nextest run --archive-file .gpu/gpu-tests.tar.zst --workspace-remap . \
+    --no-fail-fast --test-threads 1 -E 'test(/^gpu_/)' --profile gpu 2>&1 | tee "$OUT/gpu-tests.log"
+  local rc=${PIPESTATUS[0]}
+  cp target/nextest/gpu/junit.xml "$OUT/gpu-tests.junit.xml" 2>/dev/null || true
+  return "$rc"
+}
+
+sanitizer() {
+  local rc=0
+  # Edge tiles, K below one tile, ld = K+1 and 2-byte-misaligned bases (the repack path), on both
+  # generated backends (odd_shape plans sm80; decode's M=1 plans through its smallest bucket).
+  for args in "examples/odd_shape.dgml --shape 127,129,255" \
+              "examples/odd_shape.dgml --shape 17,33,65 --ld-pad 1" \
+              "examples/odd_shape.dgml --shape 33,65,7 --misalign 2" \
+              "examples/decode.dgml --shape 1,6144,4096" \
+              "examples/fp8_block_scaled.dgml --shape 128,7168,2048" \
+              "examples/mlp_up.dgml --shape 300,14336,4096 --ld-pad 3"; do
+    echo "== compute-sanitizer memcheck: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
+    # shellcheck disable=SC2086
+    compute-sanitizer --tool memcheck --error-exitcode 9 $deepgemm run $args --no-time \
+      >>"$OUT/sanitizer.log" 2>&1 || { rc=1; echo "   FAILED" | tee -a "$OUT/sanitizer.log"; }
+  done
+  tail -n 3 "$OUT/sanitizer.log"
+  return $rc
+}
+
+bench() {
+  local rc=0
+  for suite in ${BENCH_SUITES:-square odd llm decode}; do
+    $deepgemm bench "bench/suites/$suite.toml" --json "$OUT/bench-$suite.json" \
+      --plot "$OUT/bench-$suite.svg" 2>&1 | tee "$OUT/bench-$suite.log" || rc=1
+  done
+  return $rc
+}
+
+tune() {
+  local shapes=()
+  for s in ${TUNE_SHAPES:-4096,4096,4096 8192,8192,8192 4095,4097,4093 1000,3000,2000 \
+           127,129,255 4096,7168,2048 128,24576,1536 64,2112,7168 16,4096,4096 1,4096,14336}; do
+    shapes+=(--shape "$s")
+  done
+  $deepgemm tune examples/gemm_bf16.dgml "${shapes[@]}" --top "${TUNE_TOP:-6}" \
+    --json "$OUT/tune.json" 2>&1 | tee "$OUT/tune.log"
+}
 
 case "${1:-}" in
 pack)
@@ -22,21 +73,24 @@ run)
   : "${OUT:?run this on the GPU machine, where \$OUT is set}"
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export DEEPGEMM_CACHE_DIR=/tmp/deepgemm-cache
+  export DEEPGEMM_REQUIRE_NVRTC=1
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+  shift
+  parts=("$@")
+  [ ${#parts[@]} -eq 0 ] && parts=(tests sanitizer bench tune)
   status=0
-  # The GPU test matrix: only gpu_* tests (the CPU ones ran in CI).
-  ./.gpu/cargo-nextest nextest run --archive-file .gpu/gpu-tests.tar.zst --workspace-remap . \
-    --no-fail-fast --test-threads 1 -E 'test(/^gpu_/)' --profile gpu 2>&1 | tee "$OUT/gpu-tests.log" || status=1
-  cp target/nextest/gpu/junit.xml "$OUT/gpu-tests.junit.xml" 2>/dev/null || true
-  # The benchmark suites, side by side with cuBLASLt in the same process.
-  for suite in ${BENCH_SUITES:-square odd llm decode}; do
-    ./.gpu/deepgemm bench "bench/suites/$suite.toml" --json "$OUT/bench-$suite.json" 2>&1 \
-      | tee "$OUT/bench-$suite.log" || status=1
+  for part in "${parts[@]}"; do
+    start=$SECONDS
+    case "$part" in
+      tests|sanitizer|bench|tune) "$part" || { status=1; echo "PART $part FAILED"; } ;;
+      *) echo "unknown part $part" >&2; exit 2 ;;
+    esac
+    echo "PART $part took $((SECONDS - start)) s" | tee -a "$OUT/parts.txt"
   done
   exit $status
   ;;
 *)
-  echo "usage: scripts/gpu.sh pack|run" >&2
+  echo "usage: scripts/gpu.sh pack | run [tests|sanitizer|bench|tune]..." >&2
   exit 2
   ;;
 esac

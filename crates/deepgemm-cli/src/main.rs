@@ -18,6 +18,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Check(commands::check::Args),
+    Explain(commands::explain::Args),
+    Compile(commands::compile::Args),
+    Run(commands::run::Args),
+    Bench(commands::bench::Args),
+    Tune(commands::tune::Args),
     Targets(commands::targets::Args),
 }
 
@@ -26,6 +31,8 @@ enum Command {
 pub enum Failure {
     /// Already reported to the user (diagnostics printed).
     BadInput,
+    /// Bad input described by a message to print.
+    Invalid(String),
     /// A message to print.
     Error(String),
 }
@@ -34,11 +41,20 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => commands::check::run(args),
+        Command::Explain(args) => commands::explain::run(args),
+        Command::Compile(args) => commands::compile::run(args),
+        Command::Run(args) => commands::run::run(args),
+        Command::Bench(args) => commands::bench::run(args),
+        Command::Tune(args) => commands::tune::run(args),
         Command::Targets(args) => commands::targets::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::BadInput) => ExitCode::from(2),
+        Err(Failure::Invalid(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
         Err(Failure::Error(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(1)

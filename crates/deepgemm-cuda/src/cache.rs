@@ -102,24 +102,31 @@ impl KernelCache {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        // Unique per process and call, in the same folder so the rename is atomic.
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        let write = WRITES.fetch_add(1, Ordering::Relaxed);
-        let temp = self
-            .dir
-            .join(format!(".{digest}.{}.{write}.tmp", std::process::id()));
-        let written = std::fs::File::create(&temp).and_then(|mut file| {
-            file.write_all(&header)?;
-            file.write_all(b"\n")?;
-            file.write_all(&compiled.cubin)?;
-            file.sync_all()
-        });
-        if let Err(e) = written.and_then(|()| std::fs::rename(&temp, &path)) {
-            let _ = std::fs::remove_file(&temp);
-            return Err(fail(&path, e));
-        }
+        let mut bytes = header;
+        bytes.push(b'\n');
+        bytes.extend_from_slice(&compiled.cubin);
+        write_atomic(&path, &bytes).map_err(|e| fail(&path, e))?;
         Ok(path)
     }
+}
+
+/// Writes `bytes` to a temporary file next to `path` and renames it into place, so readers in
+/// other processes see the old entry or the new one, never part of one.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // Unique per process and call, in the same folder so the rename is atomic.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.{}.{write}.tmp", std::process::id()));
+    let written = std::fs::File::create(&temp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    let renamed = written.and_then(|()| std::fs::rename(&temp, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    renamed
 }
 
 /// Compiles `source` for `arch`, reusing the cache entry when there is one. A cache that cannot

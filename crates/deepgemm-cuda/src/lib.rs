@@ -11,5 +11,6 @@ pub mod launch;
 pub mod nvrtc;
 pub mod runner;
 pub mod timing;
+pub mod tuning;
 
 pub use error::CudaError;

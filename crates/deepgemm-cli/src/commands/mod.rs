@@ -1,4 +1,12 @@
-//! One module per `deepgemm` subcommand.
+//! One module per `deepgemm` subcommand, in pipeline order, and what they share.
 
+pub mod bench;
 pub mod check;
+pub mod compile;
+pub mod explain;
+pub mod run;
 pub mod targets;
+pub mod tune;
+
+mod common;
+mod measure;

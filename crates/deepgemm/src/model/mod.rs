@@ -168,6 +168,47 @@ impl Problem {
     }
 }
 
+/// The bound no kernel of this spec can pass at one shape: the best dense math peak any backend
+/// has for its inputs on this hardware, and the DRAM roof when each operand is read once and the
+/// output written once. What `bench` reports "% of roofline" against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Roofline {
+    /// FLOP per byte of compulsory DRAM traffic.
+    pub intensity: f64,
+    pub peak_tflops: f64,
+    pub dram_tbps: f64,
+    /// min(peak, intensity x DRAM bandwidth).
+    pub tflops: f64,
+}
+
+impl Roofline {
+    pub fn new(spec: &KernelSpec, shape: Shape) -> Roofline {
+        let hw = &spec.hardware;
+        let problem = Problem::new(spec, shape);
+        let (m, n) = (shape.m as f64, shape.n as f64);
+        let output_bytes = m * n * problem.d.size_bytes() as f64;
+        let c_bytes = problem.c.map_or(0.0, |c| m * n * c.size_bytes() as f64);
+        let bytes = problem.a_bytes() + problem.b_bytes() + output_bytes + c_bytes;
+        let intensity = shape.flops() / bytes.max(1.0);
+        let peak_tflops = Backend::ALL
+            .into_iter()
+            .filter_map(|backend| {
+                hw.mma_rate(schedule::math_dtype(problem.a, backend), backend)
+                    .map(|rate| {
+                        rate.dense_flops_per_clk_per_sm * hw.sms as f64 * hw.clock_mhz as f64 * 1e-6
+                    })
+            })
+            .fold(0.0, f64::max);
+        let dram_tbps = hw.dram_bw_gbps * 1e-3;
+        Roofline {
+            intensity,
+            peak_tflops,
+            dram_tbps,
+            tflops: peak_tflops.min(intensity * dram_tbps),
+        }
+    }
+}
+
 /// How a plan's tiles cover a shape.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Geometry {

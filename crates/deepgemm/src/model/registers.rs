@@ -137,7 +137,11 @@ mod tests {
         // 128*128/256 = 64 accumulators; warp tile 64x32: A 4*4, B 4*2, double buffered = 48.
         assert_eq!(r.accumulators, 64);
         assert_eq!(r.fragments, 48);
-        assert_eq!(r.total, 64 + 48 + 24 + 8);
+        let cal = &hw.calibration;
+        assert_eq!(
+            r.total,
+            64 + 48 + cal.address_regs_per_thread + cal.epilogue_regs_per_thread
+        );
         assert_eq!(r.cap, 255);
         assert!(!r.spills);
     }

@@ -13,9 +13,9 @@
 pub mod constraints;
 pub mod space;
 
-use crate::codegen::space::GENERATED_BACKENDS;
+use crate::codegen::{self, space::GENERATED_BACKENDS};
 use crate::model::{self, Prediction, Problem};
-use crate::plan::{Backend, Plan, Shape, ShapeBucket};
+use crate::plan::{Backend, Plan, Shape, ShapeBucket, Variant};
 use crate::spec::{ConstraintOp, KernelSpec};
 use constraints::{fmt_value, Env, Standing, Value};
 use serde::{Deserialize, Serialize};
@@ -96,6 +96,43 @@ pub struct SearchResult {
     pub buckets: Vec<BucketResult>,
 }
 
+impl SearchResult {
+    /// One variant per bucket, named for file names and the dispatch table (`v0_m1-16`), with
+    /// the bucket's winning plan.
+    pub fn variants(&self) -> Vec<Variant> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| Variant {
+                name: variant_name(i, &b.bucket),
+                bucket: b.bucket,
+                plan: b.winner().plan.clone(),
+            })
+            .collect()
+    }
+
+    /// The bucket that serves `shape`, if the spec declares it.
+    pub fn bucket_for(&self, shape: Shape) -> Option<(usize, &BucketResult)> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .find(|(_, b)| b.bucket.contains(shape.m, shape.n, shape.k))
+    }
+}
+
+/// `v{index}` plus each dimension that varies across the bucket, e.g. `v3_m129-256`.
+pub fn variant_name(index: usize, bucket: &ShapeBucket) -> String {
+    let mut name = format!("v{index}");
+    for (dim, (lo, hi)) in [("m", bucket.m), ("n", bucket.n), ("k", bucket.k)] {
+        if lo != hi {
+            name.push_str(&format!("_{dim}{lo}-{hi}"));
+        } else if dim == "m" {
+            name.push_str(&format!("_m{lo}"));
+        }
+    }
+    name
+}
+
 /// The least change to one constraint that would admit a plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Relaxation {
@@ -117,11 +154,15 @@ pub enum SearchError {
         second: String,
         why: String,
     },
-    #[error("no generated backend ({backends}) can compute {dtype} inputs on {hardware}")]
+    #[error(
+        "no generated backend ({backends}) can compute this {dtype} kernel on {hardware}: {reason}"
+    )]
     NoBackend {
         dtype: String,
         hardware: String,
         backends: String,
+        /// The first reason a generator gave, e.g. the epilogue it cannot express.
+        reason: String,
     },
     #[error("{message}")]
     Infeasible {
@@ -150,9 +191,24 @@ pub fn search(spec: &KernelSpec) -> Result<SearchResult, SearchError> {
     if let Some((first, second, why)) = constraints::find_contradiction(&spec.constraints) {
         return Err(SearchError::Contradictory { first, second, why });
     }
+    // A generated backend offers only what its generator renders for this spec, so the search
+    // never returns a plan that `compile` would then refuse.
+    let mut rejection: Option<String> = None;
     let spaces: Vec<(Backend, Vec<Plan>)> = Backend::ALL
         .into_iter()
-        .map(|b| (b, space::enumerate(spec, b)))
+        .map(|b| {
+            let mut plans = space::enumerate(spec, b);
+            if GENERATED_BACKENDS.contains(&b) {
+                plans.retain(|plan| match codegen::check_supported(spec, plan) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        rejection.get_or_insert_with(|| e.to_string());
+                        false
+                    }
+                });
+            }
+            (b, plans)
+        })
         .collect();
     let generated_plans: usize = spaces
         .iter()
@@ -164,6 +220,7 @@ pub fn search(spec: &KernelSpec) -> Result<SearchResult, SearchError> {
             dtype: spec.a().dtype.to_string(),
             hardware: spec.hardware.name.clone(),
             backends: GENERATED_BACKENDS.map(|b| b.name()).join(", "),
+            reason: rejection.unwrap_or_else(|| "the hardware lacks their instructions".into()),
         });
     }
     let buckets = ShapeBucket::split(&spec.shape)

@@ -1,0 +1,174 @@
+//! What several commands share: reading a spec, choosing a kernel and a shape, planning, and
+//! opening the GPU.
+
+use crate::Failure;
+use deepgemm::plan::Shape;
+use deepgemm::search::{self, SearchResult};
+use deepgemm::spec::{self, DimDomain, KernelSpec, ShapeSpec};
+use deepgemm_cuda::device::Gpu;
+use deepgemm_cuda::CudaError;
+use std::path::Path;
+
+/// Parses `path`; on errors prints every diagnostic and fails as bad input.
+pub fn load_kernels(path: &Path) -> Result<Vec<KernelSpec>, Failure> {
+    match spec::parse_file(path) {
+        Ok(file) => Ok(file.kernels),
+        Err(diagnostics) => {
+            eprint!("{}", diagnostics.render());
+            Err(Failure::BadInput)
+        }
+    }
+}
+
+/// The kernels named by `--kernel`, or all of them.
+pub fn select_kernels(
+    kernels: Vec<KernelSpec>,
+    name: Option<&str>,
+    path: &Path,
+) -> Result<Vec<KernelSpec>, Failure> {
+    let Some(name) = name else {
+        return Ok(kernels);
+    };
+    let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+    let chosen: Vec<KernelSpec> = kernels.into_iter().filter(|k| k.name == name).collect();
+    if chosen.is_empty() {
+        return Err(Failure::Invalid(format!(
+            "{} has no kernel `{name}` (it has: {})",
+            path.display(),
+            names.join(", ")
+        )));
+    }
+    Ok(chosen)
+}
+
+/// Exactly one kernel: the one named, or the file's only one.
+pub fn one_kernel(path: &Path, name: Option<&str>) -> Result<KernelSpec, Failure> {
+    let mut kernels = select_kernels(load_kernels(path)?, name, path)?;
+    if kernels.len() > 1 {
+        let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+        return Err(Failure::Invalid(format!(
+            "{} declares {} kernels ({}); choose one with --kernel NAME",
+            path.display(),
+            kernels.len(),
+            names.join(", ")
+        )));
+    }
+    Ok(kernels.remove(0))
+}
+
+/// Parses `M,N,K` (also `MxNxK`), each at least 1.
+pub fn parse_shape(text: &str) -> Result<Shape, String> {
+    let parts: Vec<&str> = text.split([',', 'x']).map(str::trim).collect();
+    let [m, n, k] = parts.as_slice() else {
+        return Err(format!("`{text}` is not M,N,K (e.g. 4096,4096,4096)"));
+    };
+    let dim = |name: &str, value: &str| -> Result<u64, String> {
+        match value.parse::<u64>() {
+            Ok(v) if v >= 1 => Ok(v),
+            _ => Err(format!("{name} = `{value}` must be a whole number >= 1")),
+        }
+    };
+    Ok(Shape::new(dim("M", m)?, dim("N", n)?, dim("K", k)?))
+}
+
+/// `spec` with its shape fixed to `shape`: what `bench` and `tune` plan, so each measured shape
+/// gets the plan the model ranks best for exactly that shape.
+pub fn at_shape(spec: &KernelSpec, shape: Shape) -> KernelSpec {
+    let mut fixed = spec.clone();
+    fixed.shape = ShapeSpec {
+        m: DimDomain::Fixed(shape.m),
+        n: DimDomain::Fixed(shape.n),
+        k: DimDomain::Fixed(shape.k),
+    };
+    fixed
+}
+
+/// Searches `spec`; an impossible spec is the user's to fix (exit code 2).
+pub fn plan(spec: &KernelSpec) -> Result<SearchResult, Failure> {
+    search::search(spec).map_err(|e| Failure::Invalid(format!("kernel `{}`: {e}", spec.name)))
+}
+
+/// The largest shape the spec declares: the default of `run`.
+pub fn largest_shape(spec: &KernelSpec) -> Shape {
+    let top = |d: &DimDomain| match d {
+        DimDomain::Fixed(v) => *v,
+        DimDomain::Set(values) => values.iter().copied().max().unwrap_or(1),
+        DimDomain::Range { hi, .. } => *hi,
+    };
+    Shape::new(top(&spec.shape.m), top(&spec.shape.n), top(&spec.shape.k))
+}
+
+/// Opens GPU 0 for `spec`.
+pub fn open_gpu_for(spec: &KernelSpec) -> Result<Gpu, Failure> {
+    let gpu = Gpu::open(0).map_err(cuda)?;
+    check_gpu_runs(&gpu, spec)?;
+    Ok(gpu)
+}
+
+/// Refuses a spec whose target is another architecture: a kernel built for the target would not
+/// run here, and one built for this GPU would not be the kernel the user asked for.
+pub fn check_gpu_runs(gpu: &Gpu, spec: &KernelSpec) -> Result<(), Failure> {
+    let info = gpu.info();
+    let target = &spec.hardware.arch;
+    if deepgemm_cuda::device::arch_runs_on(target, info.compute_capability) {
+        return Ok(());
+    }
+    Err(Failure::Error(format!(
+        "kernel `{}` targets {} ({target}), but GPU 0 is {} ({}); change `target` in the spec \
+         (see `deepgemm targets`) to build for this GPU",
+        spec.name, spec.hardware.name, info.name, info.arch
+    )))
+}
+
+/// A CUDA failure as the CLI reports it.
+pub fn cuda(e: CudaError) -> Failure {
+    Failure::Error(e.to_string())
+}
+
+/// Progress of long work: a bar on a terminal, one plain line per step otherwise (logs, CI).
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    pub fn new(steps: usize) -> Progress {
+        use std::io::IsTerminal;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(steps as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
+                    .expect("the template is valid"),
+            );
+            bar
+        });
+        Progress { bar }
+    }
+
+    /// Announces the step about to run.
+    pub fn start(&self, what: &str) {
+        match &self.bar {
+            Some(bar) => bar.set_message(what.to_string()),
+            None => eprintln!("{what}"),
+        }
+    }
+
+    pub fn done_one(&self) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+        }
+    }
+
+    /// A line that stays (a failure, a finding), printed above the bar.
+    pub fn note(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

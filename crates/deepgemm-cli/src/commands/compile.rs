@@ -1,0 +1,165 @@
+//! `deepgemm compile SPEC [-o DIR]`: plan every shape bucket, generate each variant's CUDA C++,
+//! compile it with NVRTC, and write the sources, binaries and the analysis.
+
+use super::common::{self, Progress};
+use crate::Failure;
+use deepgemm::codegen::{self, GeneratedKernel};
+use deepgemm::plan::{ShapeBucket, Variant};
+use deepgemm::report::{render_markdown, Analysis};
+use deepgemm_cuda::nvrtc;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Compile a spec: for each kernel, DIR/KERNEL/analysis.{md,json}, variants.json (the dispatch
+/// table: shape bucket -> variant, with launch metadata), and DIR/KERNEL/VARIANT/kernel.{cu,ptx,
+/// cubin}. Without NVRTC the sources and the analysis are still written.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  deepgemm compile examples/gemm_bf16.dgml -o out\n  \
+                        deepgemm compile examples/decode.dgml -o out --top 8"
+)]
+pub struct Args {
+    /// The .dgml file.
+    spec: PathBuf,
+    /// Output directory (created if missing).
+    #[arg(short, long, default_value = "out", value_name = "DIR")]
+    out: PathBuf,
+    /// Candidates listed per bucket in analysis.md.
+    #[arg(long, default_value_t = 5)]
+    top: usize,
+    /// Only this kernel of the file.
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
+}
+
+/// One line of variants.json.
+#[derive(Serialize)]
+struct VariantEntry {
+    name: String,
+    bucket: ShapeBucket,
+    plan: String,
+    entry: String,
+    arch: String,
+    threads: u32,
+    /// Dynamic shared memory, bytes.
+    smem_bytes: u32,
+    /// Blocks: ceil(M / tile_m) x ceil(N / tile_n) x split_k.
+    grid: codegen::GridRule,
+    /// Kernel parameters in order.
+    args: Vec<codegen::KernelArg>,
+    /// Byte alignment each operand's base and leading dimension need for the fast path (the
+    /// launcher repacks operands that lack it).
+    alignment: Vec<(String, u32)>,
+    predicted_registers: u32,
+    /// ptxas's report; absent without NVRTC.
+    compiled: Option<nvrtc::Resources>,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let kernels = common::select_kernels(
+        common::load_kernels(&args.spec)?,
+        args.kernel.as_deref(),
+        &args.spec,
+    )?;
+    let nvrtc_missing = nvrtc::version().err();
+    if let Some(e) = &nvrtc_missing {
+        eprintln!("warning: {e}\nwriting sources and analysis only (no .ptx/.cubin)");
+    }
+    for spec in &kernels {
+        let result = common::plan(spec)?;
+        let dir = args.out.join(&spec.name);
+        let analysis = Analysis::new(spec, &result, args.top);
+        write(
+            &dir.join("analysis.md"),
+            render_markdown(&analysis).as_bytes(),
+        )?;
+        let json = serde_json::to_string_pretty(&analysis).expect("analysis serializes");
+        write(&dir.join("analysis.json"), json.as_bytes())?;
+
+        let variants = result.variants();
+        let progress = Progress::new(variants.len());
+        let mut entries = Vec::with_capacity(variants.len());
+        for (variant, bucket) in variants.iter().zip(&result.buckets) {
+            progress.start(&format!(
+                "{} {}: {}",
+                spec.name,
+                variant.name,
+                variant.plan.label()
+            ));
+            let kernel = codegen::generate(spec, &variant.plan, &variant.name)
+                .map_err(|e| Failure::Error(format!("{} {}: {e}", spec.name, variant.name)))?;
+            let vdir = dir.join(&variant.name);
+            write(&vdir.join("kernel.cu"), kernel.source.as_bytes())?;
+            let compiled = if nvrtc_missing.is_none() {
+                Some(compile_variant(&kernel, &vdir)?)
+            } else {
+                None
+            };
+            let predicted = bucket.winner().prediction.registers.total;
+            if let Some(r) = &compiled {
+                if r.spills() {
+                    progress.note(&format!(
+                        "warning: {} {} spills ({} registers, {} B spill stores)",
+                        spec.name, variant.name, r.registers, r.spill_store_bytes
+                    ));
+                }
+            }
+            entries.push(entry(variant, &kernel, predicted, compiled));
+            progress.done_one();
+        }
+        progress.finish();
+        let table = serde_json::to_string_pretty(&entries).expect("variants serialize");
+        write(&dir.join("variants.json"), table.as_bytes())?;
+        println!(
+            "{}: {} variant(s) in {}{}",
+            spec.name,
+            entries.len(),
+            dir.display(),
+            if nvrtc_missing.is_some() {
+                " (sources only)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
+fn compile_variant(kernel: &GeneratedKernel, dir: &Path) -> Result<nvrtc::Resources, Failure> {
+    let compiled = nvrtc::compile(&kernel.source, &kernel.entry, &kernel.arch)
+        .map_err(|e| Failure::Error(format!("{}: {e}", dir.display())))?;
+    write(&dir.join("kernel.ptx"), compiled.ptx.as_bytes())?;
+    write(&dir.join("kernel.cubin"), &compiled.cubin)?;
+    Ok(compiled.resources)
+}
+
+fn entry(
+    variant: &Variant,
+    kernel: &GeneratedKernel,
+    predicted_registers: u32,
+    compiled: Option<nvrtc::Resources>,
+) -> VariantEntry {
+    VariantEntry {
+        name: variant.name.clone(),
+        bucket: variant.bucket,
+        plan: variant.plan.label(),
+        entry: kernel.entry.clone(),
+        arch: kernel.arch.clone(),
+        threads: kernel.threads,
+        smem_bytes: kernel.smem_bytes,
+        grid: kernel.grid,
+        args: kernel.args.clone(),
+        alignment: kernel.alignment.clone(),
+        predicted_registers,
+        compiled,
+    }
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Failure::Error(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    std::fs::write(path, bytes)
+        .map_err(|e| Failure::Error(format!("cannot write {}: {e}", path.display())))
+}
