@@ -216,6 +216,10 @@ impl LoadedKernel {
             };
             i32::try_from(value).map_err(|_| bad_shape(format!("{sym:?} = {value} exceeds i32")))
         };
+        // The kernels index in 32-bit extents: refuse before anything is sized from the shape.
+        for sym in [ShapeSym::M, ShapeSym::N, ShapeSym::K] {
+            extent(sym)?;
+        }
         let grid = kernel.grid.grid(shape);
         let tiles = shape.m.div_ceil(kernel.grid.tile_m.max(1) as u64)
             * shape.n.div_ceil(kernel.grid.tile_n.max(1) as u64);
