@@ -9,6 +9,8 @@
 #     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
 # One device call does a run:
 #   run(command="bash scripts/gpu.sh run", carry=[".gpu"])
+# Everything is written under /tmp/gpu-out and packed into $OUT/results.tar.gz at the end (the
+# device tool brings back only a few files); the summaries are also copied to $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,6 +75,14 @@ pack)
   ;;
 run)
   : "${OUT:?run this on the GPU machine, where \$OUT is set}"
+  FINAL_OUT=$OUT
+  OUT=/tmp/gpu-out
+  rm -rf "$OUT" && mkdir -p "$OUT"
+  pack_results() {
+    tar czf "$FINAL_OUT/results.tar.gz" -C "$OUT" .
+    cat "$OUT"/parts.txt > "$FINAL_OUT/parts.txt" 2>/dev/null || true
+  }
+  trap pack_results EXIT
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export DEEPGEMM_CACHE_DIR=/tmp/deepgemm-cache
   export DEEPGEMM_REQUIRE_NVRTC=1

@@ -10,7 +10,7 @@
 
 use crate::device::{arch_runs_on, Copy2d, DeviceBuffer, Gpu};
 use crate::error::{driver, CudaError};
-use crate::nvrtc::Compiled;
+use crate::nvrtc::{Compiled, Resources};
 use cudarc::driver::{result, sys};
 use deepgemm::codegen::{GeneratedKernel, KernelArg, WorkspaceRule};
 use deepgemm::dtype::DType;
@@ -31,6 +31,7 @@ pub struct LoadedKernel {
     function: sys::CUfunction,
     kernel: GeneratedKernel,
     ctx: Arc<cudarc::driver::CudaContext>,
+    resources: Resources,
 }
 
 impl Gpu {
@@ -71,6 +72,7 @@ impl Gpu {
             function,
             kernel: kernel.clone(),
             ctx: self.context().clone(),
+            resources: compiled.resources,
         };
         // SAFETY: the module is live; on failure it is unloaded by the LoadedKernel's drop.
         let function = match unsafe { result::module::get_function(module, entry) } {
@@ -80,7 +82,10 @@ impl Gpu {
                 return Err(driver("cuModuleGetFunction")(e));
             }
         };
-        let loaded = loaded(function);
+        let mut loaded = loaded(function);
+        if !loaded.resources.reported {
+            loaded.resources = driver_resources(function)?;
+        }
         if kernel.smem_bytes > DEFAULT_SMEM_LIMIT {
             // SAFETY: the function is live; the value was checked against the device limit.
             unsafe {
@@ -93,6 +98,44 @@ impl Gpu {
             .map_err(driver("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"))?;
         }
         Ok(loaded)
+    }
+}
+
+/// A loaded function's registers, local memory and static shared memory, from the driver: what
+/// ptxas reported, for a cubin whose compile log did not say. Local memory is counted as spills
+/// (the driver does not tell stack frames and spills apart).
+fn driver_resources(function: sys::CUfunction) -> Result<Resources, CudaError> {
+    use sys::CUfunction_attribute as Attr;
+    let get = |attribute, name: &'static str| {
+        // SAFETY: the function is live.
+        unsafe { result::function::get_function_attribute(function, attribute) }
+            .map(|v| v.max(0) as u32)
+            .map_err(driver(name))
+    };
+    let local = get(
+        Attr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+        "cuFuncGetAttribute(LOCAL_SIZE)",
+    )?;
+    Ok(Resources {
+        registers: get(
+            Attr::CU_FUNC_ATTRIBUTE_NUM_REGS,
+            "cuFuncGetAttribute(NUM_REGS)",
+        )?,
+        spill_store_bytes: local,
+        spill_load_bytes: local,
+        static_smem_bytes: get(
+            Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+            "cuFuncGetAttribute(SHARED_SIZE)",
+        )?,
+        stack_frame_bytes: local,
+        reported: false,
+    })
+}
+
+impl LoadedKernel {
+    /// Registers, spills and static shared memory: ptxas's report, or the driver's figures.
+    pub fn resources(&self) -> Resources {
+        self.resources
     }
 }
 

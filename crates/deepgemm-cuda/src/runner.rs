@@ -189,7 +189,7 @@ pub fn run(
         checked_elements: check.checked,
         sampled: check.sampled,
         repacked: prepared.repacked().into_iter().map(String::from).collect(),
-        resources: compiled.resources,
+        resources: loaded.resources(),
         from_cache,
         time_us,
         tflops: time_us.map(|us| tflops(shape, us)),

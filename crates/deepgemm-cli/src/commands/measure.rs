@@ -67,7 +67,7 @@ impl<'g> Bench<'g> {
         let mut outcome = self
             .checked(|| prepared.enqueue(self.gpu))
             .map_err(|e| e.to_string())?;
-        outcome.registers = Some(compiled.resources.registers);
+        outcome.registers = Some(loaded.resources().registers);
         Ok(outcome)
     }
 
