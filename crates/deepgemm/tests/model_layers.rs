@@ -62,9 +62,10 @@ fn decode_shapes_are_memory_bound() {
         let spec = fixed(DType::Bf16, m, 8192, 8192);
         let result = search(&spec).expect("decode shapes have plans");
         let winner = result.buckets[0].winner();
-        assert_eq!(
-            winner.prediction.bottleneck,
-            Bottleneck::Dram,
+        // Bound by moving bytes (DRAM or L2 bandwidth, or load latency: too few bytes in
+        // flight per SM), never by math.
+        assert!(
+            winner.prediction.bottleneck.is_memory(),
             "M = {m}: {} is {:?}",
             winner.label,
             winner.prediction.breakdown
@@ -125,7 +126,14 @@ fn wave_quantization_shows_in_the_time() {
     assert_eq!(one.schedule.waves.launched, 1);
     assert_eq!(two.schedule.waves.launched, 2);
     assert_eq!(two.schedule.waves.last_wave_busy_sms, 11);
-    assert!(two.time_us > 1.5 * one.time_us);
+    // The second wave's 11 blocks run their whole k-loop (compute/smem chain) but share the L2
+    // with few others, so it costs less than the full wave, never nothing.
+    assert!(
+        two.time_us > 1.3 * one.time_us,
+        "{:?} vs {:?}",
+        one.breakdown,
+        two.breakdown
+    );
 }
 
 #[test]
@@ -176,5 +184,6 @@ fn calibration_constants_move_the_prediction() {
     let before = predict(&spec, &p, shape).time_us;
     spec.hardware.calibration.mma_efficiency_sm80 /= 2.0;
     let after = predict(&spec, &p, shape).time_us;
-    assert!(after > 1.8 * before, "{before} -> {after}");
+    // Compute is most of the time, not all: the latency chain and the fixed costs stay.
+    assert!(after > 1.5 * before, "{before} -> {after}");
 }

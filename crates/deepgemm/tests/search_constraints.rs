@@ -202,9 +202,13 @@ fn ranking_is_deterministic_and_ordered() {
     assert_eq!(first, second);
     for b in &first.buckets {
         for w in b.candidates.windows(2) {
+            let slack = |c: &deepgemm::search::Candidate| {
+                c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64
+            };
             let order = w[0]
                 .score_us
                 .total_cmp(&w[1].score_us)
+                .then(slack(&w[1]).cmp(&slack(&w[0])))
                 .then(w[0].label.cmp(&w[1].label));
             assert_eq!(
                 order,

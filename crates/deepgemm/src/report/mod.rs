@@ -237,7 +237,17 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
     let mut notes = Vec::new();
     let slower = p.time_us / w.time_us - 1.0;
     if slower.abs() < 1e-9 {
-        notes.push("ties the winner (ranked by label)".to_string());
+        let slack =
+            |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
+        notes.push(if slack(c) != slack(winner) {
+            format!(
+                "ties the winner; {} pipeline stage(s) of latency slack vs {}",
+                slack(c),
+                slack(winner)
+            )
+        } else {
+            "ties the winner (ranked by label)".to_string()
+        });
     } else {
         notes.push(format!("{:+.1}% time", slower * 100.0));
     }

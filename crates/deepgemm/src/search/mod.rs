@@ -391,11 +391,16 @@ fn prune_rule(rule: String, kind: PruneKind) -> PruneCount {
     }
 }
 
-/// Best first: by score, then by label (labels are unique within a bucket's space).
+/// Best first: by score, then by latency slack, then by label (unique within a bucket's space).
+/// Among plans predicted equally fast, the one with more pipeline stages beyond those its load
+/// latency needs goes first: on the H200 a 2-stage plan the model calls latency-hidden measured
+/// 10% slower than its 3-stage twin (bench/RESULTS.md), so slack is worth having.
 pub fn rank(candidates: &mut [Candidate]) {
+    let slack = |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
     candidates.sort_by(|a, b| {
         a.score_us
             .total_cmp(&b.score_us)
+            .then_with(|| slack(b).cmp(&slack(a)))
             .then_with(|| a.label.cmp(&b.label))
     });
 }
