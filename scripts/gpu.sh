@@ -7,6 +7,7 @@
 #     sanitizer  compute-sanitizer memcheck over `deepgemm run` on edge shapes
 #     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode) vs cuBLASLt
 #     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
+#     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light and warp stalls
 # One device call does a run:
 #   run(command="bash scripts/gpu.sh run", carry=[".gpu"])
 # Everything is written under /tmp/gpu-out and packed into $OUT/results.tar.gz at the end (the
@@ -62,6 +63,12 @@ tune() {
     --json "$OUT/tune.json" 2>&1 | tee "$OUT/tune.log"
 }
 
+profile() {
+  ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis -k regex:deepgemm_ \
+    $deepgemm run examples/gemm_bf16.dgml --no-time 2>&1 | tee "$OUT/profile.log"
+}
+
 case "${1:-}" in
 pack)
   rm -rf .gpu && mkdir -p .gpu
@@ -94,7 +101,7 @@ run)
   for part in "${parts[@]}"; do
     start=$SECONDS
     case "$part" in
-      tests|sanitizer|bench|tune) "$part" || { status=1; echo "PART $part FAILED"; } ;;
+      tests|sanitizer|bench|tune|profile) "$part" || { status=1; echo "PART $part FAILED"; } ;;
       *) echo "unknown part $part" >&2; exit 2 ;;
     esac
     echo "PART $part took $((SECONDS - start)) s" | tee -a "$OUT/parts.txt"
@@ -102,7 +109,7 @@ run)
   exit $status
   ;;
 *)
-  echo "usage: scripts/gpu.sh pack | run [tests|sanitizer|bench|tune]..." >&2
+  echo "usage: scripts/gpu.sh pack | run [tests|sanitizer|bench|tune|profile]..." >&2
   exit 2
   ;;
 esac

@@ -11,6 +11,7 @@
 use crate::device::{arch_runs_on, Copy2d, DeviceBuffer, Gpu};
 use crate::error::{driver, CudaError};
 use crate::nvrtc::{Compiled, Resources};
+use crate::pitch_copy::PitchCopy;
 use cudarc::driver::{result, sys};
 use deepgemm::codegen::{GeneratedKernel, KernelArg, WorkspaceRule};
 use deepgemm::dtype::DType;
@@ -221,6 +222,9 @@ pub struct Prepared<'k> {
     grid: (u32, u32, u32),
     values: Vec<ArgValue>,
     repacks: Vec<Repack>,
+    /// The copy kernel of input repacks (cuMemcpy2D copies outputs back: their destination is
+    /// the caller's misaligned buffer).
+    pitch_copy: Option<PitchCopy>,
     workspace: Option<DeviceBuffer>,
     /// Bytes of the workspace zeroed before each launch (offset, length).
     workspace_zero: Option<(u64, usize)>,
@@ -381,6 +385,11 @@ impl LoadedKernel {
             kernel: self,
             grid,
             values,
+            pitch_copy: if repacks.is_empty() {
+                None
+            } else {
+                Some(PitchCopy::load(gpu)?)
+            },
             repacks,
             workspace,
             workspace_zero,
@@ -441,7 +450,11 @@ impl Prepared<'_> {
     /// Enqueues repacks, workspace zeroing, the kernel and copy-backs on the GPU's stream.
     pub fn enqueue(&self, gpu: &Gpu) -> Result<(), CudaError> {
         for repack in &self.repacks {
-            gpu.copy_2d(repack.copy_in())?;
+            let copy = repack.copy_in();
+            match &self.pitch_copy {
+                Some(pitch_copy) if PitchCopy::fits(&copy) => pitch_copy.enqueue(gpu, copy)?,
+                _ => gpu.copy_2d(copy)?,
+            }
         }
         if let (Some(workspace), Some((offset, len))) = (&self.workspace, self.workspace_zero) {
             gpu.memset(workspace.ptr() + offset, 0, len)?;

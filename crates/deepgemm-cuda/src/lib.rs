@@ -9,6 +9,7 @@ pub mod device;
 pub mod error;
 pub mod launch;
 pub mod nvrtc;
+pub mod pitch_copy;
 pub mod runner;
 pub mod timing;
 pub mod tuning;

@@ -184,3 +184,61 @@ fn gpu_cublaslt_refuses_what_it_cannot_fuse() {
         Ok(_) => panic!("cuBLASLt accepted a bias along N with a col-major D"),
     }
 }
+
+/// The repack copy moves every byte of every line, for every source alignment, and writes
+/// nothing past a line's width (the destination's padding keeps its poison).
+#[test]
+fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
+    use deepgemm_cuda::device::Copy2d;
+    use deepgemm_cuda::pitch_copy::PitchCopy;
+    let gpu = gpu();
+    let copy_kernel = PitchCopy::load(&gpu).unwrap();
+    let mut seed = fresh_seed();
+    for (offset, width, height) in [
+        (0, 4096, 3),
+        (1, 8187, 5),
+        (2, 8186, 37),
+        (4, 100, 2),
+        (8, 17, 70_000),
+    ] {
+        let src_pitch = width + 3 + offset;
+        let dst_pitch = (width as usize).next_multiple_of(16) + 16;
+        let src_bytes: Vec<u8> = (0..offset + src_pitch * height)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 56) as u8
+            })
+            .collect();
+        let src = gpu.alloc(src_bytes.len()).unwrap();
+        gpu.upload(&src, 0, &src_bytes).unwrap();
+        let dst = gpu.alloc(dst_pitch * height).unwrap();
+        gpu.memset(dst.ptr(), 0xAB, dst_pitch * height).unwrap();
+        let copy = Copy2d {
+            src: src.ptr() + offset as u64,
+            src_pitch,
+            dst: dst.ptr(),
+            dst_pitch,
+            width,
+            height,
+        };
+        assert!(PitchCopy::fits(&copy));
+        copy_kernel.enqueue(&gpu, copy).unwrap();
+        let mut out = vec![0u8; dst_pitch * height];
+        gpu.download(&dst, 0, &mut out).unwrap();
+        for y in 0..height {
+            let line = &out[y * dst_pitch..(y + 1) * dst_pitch];
+            let from = offset + y * src_pitch;
+            assert_eq!(
+                &line[..width],
+                &src_bytes[from..from + width],
+                "offset {offset} line {y}"
+            );
+            assert!(
+                line[width..].iter().all(|&b| b == 0xAB),
+                "offset {offset} line {y} padding"
+            );
+        }
+    }
+}

@@ -132,3 +132,17 @@ fn nvrtc_is_found_without_ld_library_path() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn nvrtc_compiles_the_repack_copy_kernels() {
+    require_nvrtc();
+    for arch in ["sm_80", "sm_86", "sm_89", "sm_90a"] {
+        for unit in [1, 2, 4, 8, 16] {
+            let entry = format!("deepgemm_pitch_copy_{unit}");
+            let compiled = nvrtc::compile(deepgemm_cuda::pitch_copy::SOURCE, &entry, arch)
+                .unwrap_or_else(|e| panic!("{arch} {entry}: {e}"));
+            assert!(!compiled.resources.spills(), "{arch} {entry}");
+            assert!(compiled.ptx.contains(&format!(".entry {entry}")), "{arch}");
+        }
+    }
+}
