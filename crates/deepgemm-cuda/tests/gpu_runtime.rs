@@ -202,7 +202,7 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
         (8, 17, 70_000),
     ] {
         let src_pitch = width + 3 + offset;
-        let dst_pitch = (width as usize).next_multiple_of(16) + 16;
+        let dst_pitch = width.next_multiple_of(16) + 16;
         let src_bytes: Vec<u8> = (0..offset + src_pitch * height)
             .map(|_| {
                 seed = seed
