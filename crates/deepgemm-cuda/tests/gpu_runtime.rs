@@ -195,7 +195,7 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     let copy_kernel = PitchCopy::load(&gpu).unwrap();
     let mut seed = fresh_seed();
     for (offset, width, height) in [
-        (0, 4096, 3),
+        (0usize, 4096usize, 3usize),
         (1, 8187, 5),
         (2, 8186, 37),
         (4, 100, 2),
