@@ -2,7 +2,8 @@
 // sm80 backend: multistage cp.async ring -> ldmatrix -> mma.sync (tensor cores), sm_80 and later.
 // Each warp owns a WARP_TILE_M x WARP_TILE_N piece of the block tile as (16 x 8) mma tiles.
 // Fragments are double-buffered across k-steps: step s+1 is read from shared memory while
-// step s multiplies. One __syncthreads per k-tile, when the read pointer moves to the next stage.
+// step s multiplies. One __syncthreads per k-tile, after the second-to-last step's mmas, when the
+// read pointer moves to the next stage.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};
@@ -30,6 +31,7 @@ constexpr int M_FRAGS = WARP_TILE_M / 16;  // mma tiles per warp along M
 constexpr int N_FRAGS = WARP_TILE_N / 8;   // mma tiles per warp along N
 static_assert(WARP_TILE_M % 16 == 0 && WARP_TILE_N % 16 == 0, "warp tile must be 16-aligned");
 static_assert(TILE_K % MMA_K == 0, "TILE_K must be a multiple of the mma K");
+static_assert(K_STEPS >= 2, "the ring advances at the second-to-last k-step");
 
 // ---- shared memory (codegen::space::smem_layout): a ring of STAGES stages -------------------
 // Every operand is staged in its global order with rows padded by PAD elements (16 bytes), so
@@ -271,6 +273,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   load_fragments(0, read_stage, 0);
 
   // ---- main loop ----
+  // Per k-step: read the next step's fragments, then issue this step's mmas. The ring advances
+  // at the second-to-last k-step, after its mmas are issued, so the tensor cores work through
+  // the barrier wait; by then every warp holds the last step's fragments of this stage.
   for (int kt = 0; kt < k_tiles; ++kt) {
 #pragma unroll
     for (int ks = 0; ks < K_STEPS; ++ks) {
@@ -284,18 +289,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         dg_cp_async_commit();
         write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
       }
-      if (ks == K_STEPS - 1) {
-        // The next k-tile must have landed (at most STAGES - 2 newer groups in flight) and be
-        // visible to every warp before its first fragments are read below.
-        dg_cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
-      }
       load_fragments((ks + 1) % 2, read_stage, (ks + 1) % K_STEPS);
 #pragma unroll
       for (int i = 0; i < M_FRAGS; ++i)
 #pragma unroll
         for (int j = 0; j < N_FRAGS; ++j) dg_mma(acc[i][j], a_frag[ks % 2][i], b_frag[ks % 2][j]);
+      if (ks == K_STEPS - 2) {
+        // The next k-tile must have landed (at most STAGES - 2 newer groups in flight) and be
+        // visible to every warp before the last step reads its first fragments.
+        dg_cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
+      }
     }
   }
   dg_cp_async_wait<0>();
