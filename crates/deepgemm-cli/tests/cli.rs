@@ -1,0 +1,182 @@
+//! The `deepgemm` command line, run as a user would, on the machine CI runs on (no GPU): exit
+//! codes, what each command writes, and the clear errors for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn deepgemm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn explain_every_example_as_markdown_and_json() {
+    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        let path = path.to_str().unwrap();
+        let md = deepgemm(&["explain", path, "--top", "3"]);
+        assert!(md.status.success(), "{path}: {}", text(&md));
+        assert!(text(&md).contains("| chosen |"), "{path}");
+        let json = deepgemm(&["explain", path, "--json"]);
+        assert!(json.status.success(), "{path}: {}", text(&json));
+        let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        for kernel in value.as_array().unwrap() {
+            assert_eq!(kernel["schema_version"], 1, "{path}");
+            assert!(
+                kernel["buckets"][0]["winner"]["label"].is_string(),
+                "{path}"
+            );
+        }
+    }
+}
+
+#[test]
+fn explain_names_the_binding_constraint_of_an_infeasible_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("tight.dgml");
+    std::fs::write(
+        &spec,
+        "kernel tight { target h200; input A: bf16[M, K] row; input B: bf16[K, N] col;
+           output D: bf16[M, N] row; shape { M = 4096; N = 4096; K = 4096; }
+           constraints { registers <= 40; } }",
+    )
+    .unwrap();
+    let o = deepgemm(&["explain", spec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("registers <= 40"), "{}", text(&o));
+    let json = deepgemm(&["explain", spec.to_str().unwrap(), "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value[0]["error"]["kind"], "infeasible");
+}
+
+#[test]
+fn compile_writes_sources_binaries_analysis_and_the_dispatch_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = deepgemm(&["compile", "examples/decode.dgml", "-o", out]);
+    assert!(o.status.success(), "{}", text(&o));
+    let kernel = dir.path().join("decode_qkv");
+    for file in ["analysis.md", "analysis.json", "variants.json"] {
+        assert!(kernel.join(file).is_file(), "{file}");
+    }
+    let variants: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kernel.join("variants.json")).unwrap()).unwrap();
+    let variants = variants.as_array().unwrap();
+    // decode.dgml declares M in 1..=256: buckets 1-16, 17-32, 33-64, 65-128, 129-256.
+    assert_eq!(variants.len(), 5);
+    for v in variants {
+        let vdir = kernel.join(v["name"].as_str().unwrap());
+        let source = std::fs::read_to_string(vdir.join("kernel.cu")).unwrap();
+        assert!(source.contains(v["entry"].as_str().unwrap()));
+        // NVRTC is installed by the test command (DEEPGEMM_REQUIRE_NVRTC).
+        if std::env::var_os("DEEPGEMM_REQUIRE_NVRTC").is_some() {
+            assert!(vdir.join("kernel.cubin").is_file());
+            assert!(vdir.join("kernel.ptx").is_file());
+            let registers = v["compiled"]["registers"].as_u64().unwrap();
+            assert!((1..=255).contains(&registers), "{v}");
+        }
+    }
+}
+
+#[test]
+fn compile_without_nvrtc_still_writes_the_source_and_says_how_to_get_it() {
+    // A copy of the binary outside the repository, run from an empty folder with no loader
+    // path, cannot find the NVRTC that the test command installed under the repository.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("deepgemm");
+    std::fs::copy(env!("CARGO_BIN_EXE_deepgemm"), &exe).unwrap();
+    let spec = repo().join("examples/gemm_bf16.dgml");
+    let o = Command::new(&exe)
+        .args(["compile", spec.to_str().unwrap(), "-o", "out"])
+        .current_dir(dir.path())
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("DEEPGEMM_NVRTC_DIR")
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let variant = dir.path().join("out/gemm_bf16/v0_m4096");
+    assert!(variant.join("kernel.cu").is_file());
+    if Path::new("/usr/local/cuda/lib64/libnvrtc.so.13").exists() {
+        // A system CUDA is found by its standard path: then the binary is built.
+        assert!(variant.join("kernel.cubin").is_file());
+    } else {
+        assert!(text(&o).contains("pip install"), "{}", text(&o));
+        assert!(text(&o).contains("sources only"), "{}", text(&o));
+        assert!(!variant.join("kernel.cubin").exists());
+    }
+}
+
+#[test]
+fn bench_refuses_a_malformed_suite_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("bad.toml");
+    std::fs::write(
+        &suite,
+        "name = \"bad\"\nspec = \"x.dgml\"\nshapes = [[1, 2]]\n",
+    )
+    .unwrap();
+    let o = deepgemm(&["bench", suite.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("bad.toml"), "{}", text(&o));
+}
+
+#[test]
+fn commands_that_need_a_gpu_fail_clearly_without_one() {
+    // No device visible (or no driver at all, as on CI): an error, never a panic.
+    for args in [
+        vec!["run", "examples/gemm_bf16.dgml"],
+        vec!["bench", "bench/suites/odd.toml"],
+        vec!["tune", "examples/gemm_bf16.dgml", "--top", "1"],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+            .args(&args)
+            .current_dir(repo())
+            .env("CUDA_VISIBLE_DEVICES", "")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let message = text(&o).to_lowercase();
+        assert!(
+            message.contains("error:") && (message.contains("gpu") || message.contains("driver")),
+            "{args:?}: {message}"
+        );
+        assert!(!message.contains("panicked"), "{args:?}: {message}");
+    }
+}
+
+#[test]
+fn run_refuses_a_bad_shape_argument() {
+    let o = deepgemm(&["run", "examples/gemm_bf16.dgml", "--shape", "4096,0,7"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("N = `0` must be a whole number >= 1"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn tune_replays_a_recorded_run_without_a_gpu() {
+    let o = deepgemm(&["tune", "--replay", "bench/results/2026-12-01/tune.json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("as recorded:") && out.contains("with the current model"));
+    assert!(out.contains("ranking quality"), "{out}");
+}
