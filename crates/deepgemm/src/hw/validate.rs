@@ -115,16 +115,43 @@ impl Hardware {
             ("calibration.mma_efficiency_sm80", c.mma_efficiency_sm80),
             ("calibration.mma_efficiency_simt", c.mma_efficiency_simt),
             ("calibration.dram_efficiency", c.dram_efficiency),
+            ("calibration.l2_efficiency", c.l2_efficiency),
+            ("calibration.smem_efficiency", c.smem_efficiency),
+            ("calibration.l2_resident_fraction", c.l2_resident_fraction),
         ] {
             if !(value > 0.0 && value <= 1.0) {
-                return Err(invalid(field, value, "an efficiency must lie in (0, 1]"));
+                return Err(invalid(field, value, "a fraction must lie in (0, 1]"));
             }
         }
-        if !(c.launch_overhead_us >= 0.0 && c.launch_overhead_us.is_finite()) {
+        for (field, value) in [
+            ("calibration.launch_overhead_us", c.launch_overhead_us),
+            ("calibration.syncthreads_cycles", c.syncthreads_cycles),
+            ("calibration.mbarrier_wait_cycles", c.mbarrier_wait_cycles),
+        ] {
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(invalid(field, value, "must be a non-negative number"));
+            }
+        }
+        if !(c.warps_for_peak_math >= 1.0 && c.warps_for_peak_math.is_finite()) {
             return Err(invalid(
-                "calibration.launch_overhead_us",
-                c.launch_overhead_us,
-                "must be a non-negative number",
+                "calibration.warps_for_peak_math",
+                c.warps_for_peak_math,
+                "must be at least one warp",
+            ));
+        }
+        let budget = c.address_regs_per_thread + c.epilogue_regs_per_thread;
+        if budget >= self.max_regs_per_thread {
+            return Err(invalid(
+                "calibration.address_regs_per_thread",
+                c.address_regs_per_thread,
+                "with epilogue_regs_per_thread, leaves no registers for the math",
+            ));
+        }
+        if c.producer_regs_sm90 == 0 || c.producer_regs_sm90 > self.max_regs_per_thread {
+            return Err(invalid(
+                "calibration.producer_regs_sm90",
+                c.producer_regs_sm90,
+                "must lie in 1..=max_regs_per_thread",
             ));
         }
         Ok(())
@@ -149,6 +176,30 @@ mod tests {
         let mut hw = preset("a100").unwrap();
         hw.features.wgmma = true;
         assert!(hw.validate().unwrap_err().to_string().contains("wgmma"));
+    }
+
+    #[test]
+    fn impossible_calibration_constants_are_named() {
+        type Mutation = fn(&mut crate::hw::Calibration);
+        let cases: [(&str, Mutation); 6] = [
+            ("l2_efficiency", |c| c.l2_efficiency = 1.5),
+            ("smem_efficiency", |c| c.smem_efficiency = 0.0),
+            ("syncthreads_cycles", |c| c.syncthreads_cycles = -1.0),
+            ("warps_for_peak_math", |c| c.warps_for_peak_math = 0.5),
+            ("address_regs_per_thread", |c| {
+                c.address_regs_per_thread = 250
+            }),
+            ("producer_regs_sm90", |c| c.producer_regs_sm90 = 0),
+        ];
+        for (field, mutate) in cases {
+            let mut hw = preset("h200").unwrap();
+            mutate(&mut hw.calibration);
+            let e = hw.validate().unwrap_err().to_string();
+            assert!(e.contains(field), "{field}: {e}");
+        }
+        for name in ["h100", "h200", "a100", "l40s", "rtx4090"] {
+            preset(name).unwrap().validate().unwrap();
+        }
     }
 
     #[test]
