@@ -7,7 +7,7 @@ use crate::device::{DeviceBuffer, Gpu};
 use crate::error::CudaError;
 use crate::launch::{DeviceOperand, LaunchArgs};
 use crate::nvrtc::Resources;
-use crate::timing::{tflops, Timer, TimingOptions};
+use crate::timing::{tflops, Timer, Timing, TimingOptions};
 use deepgemm::codegen::GeneratedKernel;
 use deepgemm::plan::Shape;
 use deepgemm::reference::{Check, Problem, ProblemOptions};
@@ -154,6 +154,36 @@ impl DeviceProblem {
         let out = self.download_output(gpu)?;
         Ok(self.problem.check(spec, &out)?)
     }
+}
+
+/// A checked and, if correct, timed piece of GPU work.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub check: Check,
+    /// `None` when the check failed: a wrong kernel is never timed.
+    pub timing: Option<Timing>,
+}
+
+/// Poisons `device`'s output, runs `enqueue` once and checks the result against the reference;
+/// only a correct result is then timed (the same `enqueue`, `timing` runs). `bench` and `tune`
+/// measure ours and cuBLAS this way on shared inputs.
+pub fn check_then_time(
+    gpu: &Gpu,
+    timer: &Timer,
+    device: &DeviceProblem,
+    spec: &KernelSpec,
+    timing: TimingOptions,
+    mut enqueue: impl FnMut() -> Result<(), CudaError>,
+) -> Result<Outcome, CudaError> {
+    device.poison_output(gpu)?;
+    enqueue()?;
+    let check = device.check(gpu, spec)?;
+    let timing = if check.passed {
+        Some(timer.time(gpu, timing, &mut enqueue)?)
+    } else {
+        None
+    };
+    Ok(Outcome { check, timing })
 }
 
 /// Compiles (through the cache), loads, runs and checks `kernel` on fresh inputs; times it when

@@ -242,3 +242,51 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
         }
     }
 }
+
+/// What `bench` and `tune` rely on: a result that fails the check is reported with its error and
+/// never timed (the work ran exactly once), and a correct one is timed.
+#[test]
+fn gpu_a_wrong_result_is_reported_and_never_timed() {
+    use deepgemm_cuda::runner::check_then_time;
+    let gpu = gpu();
+    let timer = Timer::new(&gpu).unwrap();
+    let case = Case::new("bf16", "bf16", (64, 64, 64));
+    let (spec, kernel) = kernel(&case, Backend::Sm80).unwrap();
+    let device =
+        DeviceProblem::upload(&gpu, &spec, case.shape, &case.options(fresh_seed())).unwrap();
+    // "Work" that writes nothing: the poisoned output fails the check.
+    let mut calls = 0;
+    let skipped = check_then_time(
+        &gpu,
+        &timer,
+        &device,
+        &spec,
+        TimingOptions::default(),
+        || {
+            calls += 1;
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert!(!skipped.check.passed);
+    assert_eq!(skipped.check.unwritten, 64 * 64);
+    assert!(skipped.timing.is_none());
+    assert_eq!(calls, 1, "a failed result must not be run again for timing");
+    // The real kernel on the same inputs passes and is timed.
+    let (compiled, _) = compile_kernel(&kernel).unwrap();
+    let loaded = gpu.load(&kernel, &compiled).unwrap();
+    let prepared = loaded.prepare(&gpu, &spec, &device.launch_args()).unwrap();
+    let good = check_then_time(
+        &gpu,
+        &timer,
+        &device,
+        &spec,
+        TimingOptions::default(),
+        || prepared.enqueue(&gpu),
+    )
+    .unwrap();
+    assert!(good.check.passed, "{:?}", good.check);
+    assert!(good
+        .timing
+        .is_some_and(|t| t.runs >= 50 && t.median_us > 0.0));
+}

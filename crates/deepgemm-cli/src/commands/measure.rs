@@ -9,7 +9,7 @@ use deepgemm::spec::KernelSpec;
 use deepgemm_cuda::cache::compile_kernel;
 use deepgemm_cuda::cublaslt::Baseline;
 use deepgemm_cuda::device::Gpu;
-use deepgemm_cuda::runner::{DeviceProblem, RunOptions};
+use deepgemm_cuda::runner::{self, DeviceProblem, RunOptions};
 use deepgemm_cuda::timing::{Timer, Timing, TimingOptions};
 use deepgemm_cuda::CudaError;
 
@@ -22,7 +22,7 @@ pub struct Bench<'g> {
     pub timing: TimingOptions,
 }
 
-/// A measured kernel: its check, and its timing when the check passed.
+/// A measured kernel: its check, its timing when the check passed, and its registers.
 pub struct Outcome {
     pub check: Check,
     /// `None` when the check failed: a wrong kernel is never timed.
@@ -78,19 +78,19 @@ impl<'g> Bench<'g> {
 
     fn checked(
         &self,
-        mut enqueue: impl FnMut() -> Result<(), CudaError>,
+        enqueue: impl FnMut() -> Result<(), CudaError>,
     ) -> Result<Outcome, CudaError> {
-        self.device.poison_output(self.gpu)?;
-        enqueue()?;
-        let check = self.device.check(self.gpu, self.spec)?;
-        let timing = if check.passed {
-            Some(self.timer.time(self.gpu, self.timing, &mut enqueue)?)
-        } else {
-            None
-        };
+        let outcome = runner::check_then_time(
+            self.gpu,
+            self.timer,
+            &self.device,
+            self.spec,
+            self.timing,
+            enqueue,
+        )?;
         Ok(Outcome {
-            check,
-            timing,
+            check: outcome.check,
+            timing: outcome.timing,
             registers: None,
         })
     }
