@@ -3,9 +3,10 @@
 //! [`LoadedKernel::prepare`] checks every operand against the spec and the shape (null pointers,
 //! extents, leading dimensions shorter than a row, dtypes), builds the parameter buffer in the
 //! kernel's argument order, and plans a repack for every operand whose address or leading
-//! dimension breaks the kernel's alignment: such an operand is copied (cuMemcpy2D, any source
-//! pitch) into a workspace with a pitch rounded up to 16 bytes before the launch, and an output is
-//! copied back after it. [`Prepared::enqueue`] then runs copies, kernel and copies in stream
+//! dimension breaks the kernel's alignment: such an operand is copied (by the pitched-copy kernel
+//! of [`crate::pitch_copy`], any source alignment) into a workspace with a pitch rounded up to 16
+//! bytes before the launch, and an output is copied back after it (cuMemcpy2D, whose destination
+//! is the caller's misaligned buffer). [`Prepared::enqueue`] then runs copies, kernel and copies in stream
 //! order, with no allocation, so it can be timed.
 
 use crate::device::{arch_runs_on, Copy2d, DeviceBuffer, Gpu};
@@ -52,14 +53,6 @@ impl Gpu {
                 gpu_arch: info.arch.clone(),
             });
         }
-        let needed = kernel.smem_bytes + compiled.resources.static_smem_bytes;
-        if needed > info.max_smem_per_block_bytes.max(DEFAULT_SMEM_LIMIT) {
-            return Err(CudaError::SharedMemory {
-                entry: kernel.entry.clone(),
-                needed,
-                available: info.max_smem_per_block_bytes,
-            });
-        }
         let entry = CString::new(kernel.entry.clone()).map_err(|_| CudaError::InvalidOperand {
             operand: kernel.entry.clone(),
             problem: "the entry name contains a NUL byte".into(),
@@ -86,6 +79,17 @@ impl Gpu {
         let mut loaded = loaded(function);
         if !loaded.resources.reported {
             loaded.resources = driver_resources(function)?;
+        }
+        // Dynamic shared memory plus the kernel's static arrays, against what a block may opt in
+        // to (never less than the 48 KiB every block gets).
+        let needed = kernel.smem_bytes + loaded.resources.static_smem_bytes;
+        let available = info.max_smem_per_block_bytes.max(DEFAULT_SMEM_LIMIT);
+        if needed > available {
+            return Err(CudaError::SharedMemory {
+                entry: kernel.entry.clone(),
+                needed,
+                available,
+            });
         }
         if kernel.smem_bytes > DEFAULT_SMEM_LIMIT {
             // SAFETY: the function is live; the value was checked against the device limit.

@@ -187,7 +187,7 @@ pub fn check_then_time(
 }
 
 /// Compiles (through the cache), loads, runs and checks `kernel` on fresh inputs; times it when
-/// `options.timing` says so (after the checked run).
+/// `options.timing` says so and the check passed.
 pub fn run(
     gpu: &Gpu,
     spec: &KernelSpec,
@@ -201,12 +201,13 @@ pub fn run(
     let prepared = loaded.prepare(gpu, spec, &device.launch_args())?;
     prepared.enqueue(gpu)?;
     let check = device.check(gpu, spec)?;
+    // A wrong result is never timed.
     let time_us = match options.timing {
-        Some(timing) => {
+        Some(timing) if check.passed => {
             let timer = Timer::new(gpu)?;
             Some(timer.time(gpu, timing, || prepared.enqueue(gpu))?.median_us)
         }
-        None => None,
+        _ => None,
     };
     Ok(RunReport {
         entry: kernel.entry.clone(),

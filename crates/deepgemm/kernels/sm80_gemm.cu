@@ -31,7 +31,8 @@ constexpr int M_FRAGS = WARP_TILE_M / 16;  // mma tiles per warp along M
 constexpr int N_FRAGS = WARP_TILE_N / 8;   // mma tiles per warp along N
 static_assert(WARP_TILE_M % 16 == 0 && WARP_TILE_N % 16 == 0, "warp tile must be 16-aligned");
 static_assert(TILE_K % MMA_K == 0, "TILE_K must be a multiple of the mma K");
-static_assert(K_STEPS >= 2, "the ring advances at the second-to-last k-step");
+static_assert(K_STEPS >= 2 && K_STEPS % 2 == 0,
+              "fragment buffers alternate per k-step; the ring advances at the second-to-last");
 
 // ---- shared memory (codegen::space::smem_layout): a ring of STAGES stages -------------------
 // Every operand is staged in its global order with rows padded by PAD elements (16 bytes), so

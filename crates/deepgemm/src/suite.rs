@@ -3,6 +3,7 @@
 //! ```toml
 //! name = "odd"
 //! spec = "../../examples/gemm_bf16.dgml"   # relative to the suite file
+//! kernel = "gemm_bf16"                      # only needed when the spec declares several
 //! shapes = [[4095, 4097, 4093], [1000, 3000, 2000]]
 //! # or a product: every M with every (N, K)
 //! m = [1, 2, 4]
@@ -19,6 +20,8 @@ use thiserror::Error;
 pub struct Suite {
     pub name: String,
     pub spec: PathBuf,
+    /// The kernel of the spec to run, when it declares several.
+    pub kernel: Option<String>,
     pub shapes: Vec<Shape>,
 }
 
@@ -35,6 +38,7 @@ pub enum SuiteError {
 struct SuiteFile {
     name: String,
     spec: String,
+    kernel: Option<String>,
     #[serde(default)]
     shapes: Vec<[u64; 3]>,
     #[serde(default)]
@@ -87,6 +91,7 @@ impl Suite {
         Ok(Suite {
             name: file.name,
             spec: base.join(file.spec),
+            kernel: file.kernel,
             shapes,
         })
     }

@@ -51,7 +51,7 @@ struct VariantEntry {
     /// launcher repacks operands that lack it).
     alignment: Vec<(String, u32)>,
     predicted_registers: u32,
-    /// ptxas's report; absent without NVRTC.
+    /// ptxas's report; null without NVRTC or when NVRTC gave none.
     compiled: Option<nvrtc::Resources>,
 }
 
@@ -91,7 +91,15 @@ pub fn run(args: Args) -> Result<(), Failure> {
             let vdir = dir.join(&variant.name);
             write(&vdir.join("kernel.cu"), kernel.source.as_bytes())?;
             let compiled = if nvrtc_missing.is_none() {
-                Some(compile_variant(&kernel, &vdir)?)
+                let resources = compile_variant(&kernel, &vdir)?;
+                if resources.is_none() {
+                    progress.note(&format!(
+                        "note: {} {}: NVRTC reported no resource figures; `deepgemm run` reads \
+                         them from the driver",
+                        spec.name, variant.name
+                    ));
+                }
+                resources
             } else {
                 None
             };
@@ -125,12 +133,17 @@ pub fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-fn compile_variant(kernel: &GeneratedKernel, dir: &Path) -> Result<nvrtc::Resources, Failure> {
+/// Writes the PTX and cubin; returns ptxas's report, `None` when NVRTC gave none (the driver
+/// reports the figures when the cubin is loaded, which needs a GPU).
+fn compile_variant(
+    kernel: &GeneratedKernel,
+    dir: &Path,
+) -> Result<Option<nvrtc::Resources>, Failure> {
     let compiled = nvrtc::compile(&kernel.source, &kernel.entry, &kernel.arch)
         .map_err(|e| Failure::Error(format!("{}: {e}", dir.display())))?;
     write(&dir.join("kernel.ptx"), compiled.ptx.as_bytes())?;
     write(&dir.join("kernel.cubin"), &compiled.cubin)?;
-    Ok(compiled.resources)
+    Ok(compiled.resources.reported.then_some(compiled.resources))
 }
 
 fn entry(

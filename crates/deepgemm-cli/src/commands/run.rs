@@ -54,7 +54,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             eprintln!(
                 "note: {shape} is outside kernel `{}`'s declared shape ({}); planning for it alone",
                 spec.name,
-                deepgemm::search::bucket_text(&declared.buckets[0].bucket)
+                deepgemm::spec::shape_text(&spec.shape)
             );
             let fixed = common::at_shape(&spec, shape);
             let result = common::plan(&fixed)?;

@@ -9,6 +9,7 @@ use crate::Failure;
 use comfy_table::{presets::ASCII_MARKDOWN, Table};
 use deepgemm::model;
 use deepgemm::plan::{Plan, Shape};
+use deepgemm::search::SOFT_PENALTY_PER_DISTANCE;
 use deepgemm::spec::KernelSpec;
 use deepgemm_cuda::device::Gpu;
 use deepgemm_cuda::timing::{Timer, TimingOptions};
@@ -74,6 +75,9 @@ struct Measured {
     label: String,
     plan: Plan,
     predicted_us: f64,
+    /// The soft constraints' distance: the search ranks by predicted_us x (1 + penalty).
+    #[serde(default)]
+    soft_distance: f64,
     /// Median time; `None` when the plan failed its check or could not run.
     measured_us: Option<f64>,
     note: Option<String>,
@@ -117,6 +121,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
         ..TimingOptions::default()
     };
     let cache = TuningCache::from_env();
+    if cache.is_none() {
+        eprintln!(
+            "warning: neither DEEPGEMM_CACHE_DIR nor HOME is set: the tuned plans are reported \
+             but not kept for `run`"
+        );
+    }
     let mut record = Record {
         schema_version: SCHEMA_VERSION,
         gpu: gpu.info().name.clone(),
@@ -156,7 +166,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
         std::fs::write(out, text)
             .map_err(|e| Failure::Error(format!("cannot write {}: {e}", out.display())))?;
     }
-    Ok(())
+    let unserved: Vec<String> = record
+        .shapes
+        .iter()
+        .filter(|s| judge(&s.plans).is_none())
+        .map(|s| s.shape.to_string())
+        .collect();
+    if unserved.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Error(format!(
+            "no plan ran correctly at {}",
+            unserved.join(", ")
+        )))
+    }
 }
 
 fn tune_shape(
@@ -195,6 +218,7 @@ fn tune_shape(
             label: c.label.clone(),
             plan: c.plan.clone(),
             predicted_us: c.prediction.time_us,
+            soft_distance: c.soft_distance,
             measured_us,
             note,
         });
@@ -204,8 +228,11 @@ fn tune_shape(
     Ok(out)
 }
 
-/// The model's pick is its first plan that ran; `None` when nothing ran.
+/// The model's pick is the measured plan the search ranks first: the lowest score (predicted time
+/// with the soft-constraint penalty), ties to the earlier plan (plans are stored in the search's
+/// order). `None` when nothing ran.
 fn judge(plans: &[Measured]) -> Option<Judgement> {
+    let score = |p: &Measured| p.predicted_us * (1.0 + SOFT_PENALTY_PER_DISTANCE * p.soft_distance);
     let measured: Vec<(usize, f64)> = plans
         .iter()
         .enumerate()
@@ -213,7 +240,7 @@ fn judge(plans: &[Measured]) -> Option<Judgement> {
         .collect();
     let &(pick, pick_us) = measured
         .iter()
-        .min_by(|a, b| plans[a.0].predicted_us.total_cmp(&plans[b.0].predicted_us))?;
+        .min_by(|a, b| score(&plans[a.0]).total_cmp(&score(&plans[b.0])))?;
     let &(best, best_us) = measured.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
     Some(Judgement {
         ranking_quality: best_us / pick_us,

@@ -96,10 +96,10 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
         )));
     }
     let k_step = mma_k(a.dtype);
-    if tile.k < 2 * k_step || !tile.k.is_multiple_of(k_step) {
+    if !tile.k.is_multiple_of(2 * k_step) {
         return Err(fail(format!(
-            "TILE_K = {} must be a multiple of the mma K ({k_step}), at least two of them (the \
-             ring advances at the second-to-last k-step)",
+            "TILE_K = {} must be an even number of mma K steps ({k_step} each): fragments are \
+             double-buffered across steps and the ring advances at the second-to-last one",
             tile.k
         )));
     }

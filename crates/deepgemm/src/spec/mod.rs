@@ -21,7 +21,7 @@ mod types;
 
 pub use diag::{Diagnostic, Diagnostics, Span};
 pub use expr::{erf, round_to};
-pub use print::{summary, to_dgml};
+pub use print::{shape_text, summary, to_dgml};
 pub use types::*;
 
 use std::path::Path;

@@ -127,6 +127,16 @@ fn sym(s: ShapeSym) -> &'static str {
     }
 }
 
+/// A declared shape as one line, e.g. `M in 1..=256, N = 6144, K = 4096`.
+pub fn shape_text(shape: &ShapeSpec) -> String {
+    format!(
+        "{}, {}, {}",
+        dim_domain("M", &shape.m),
+        dim_domain("N", &shape.n),
+        dim_domain("K", &shape.k)
+    )
+}
+
 fn dim_domain(sym: &str, d: &DimDomain) -> String {
     match d {
         DimDomain::Fixed(v) => format!("{sym} = {v}"),

@@ -21,7 +21,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// Benchmark against cuBLASLt: each input is a suite file (bench/suites/*.toml) or a .dgml spec
 /// (its declared shapes, or --shape). Every shape is checked against the CPU reference once before
-/// it is timed; a wrong result is reported as failed and never timed.
+/// it is timed; a wrong result is reported as failed and never timed, and makes the exit code 1.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  deepgemm bench bench/suites/odd.toml\n  \
                         deepgemm bench bench/suites/llm.toml --json llm.json --plot llm.svg\n  \
@@ -30,6 +30,9 @@ pub struct Args {
     /// Suite files (.toml) or specs (.dgml).
     #[arg(required = true, value_name = "SUITE|SPEC")]
     inputs: Vec<PathBuf>,
+    /// The kernel of a spec (input or suite's) that declares several.
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
     /// Shapes to run for a spec input, M,N,K (repeatable).
     #[arg(long, value_parser = common::parse_shape)]
     shape: Vec<Shape>,
@@ -106,7 +109,7 @@ pub struct BenchRow {
 pub fn run(args: Args) -> Result<(), Failure> {
     let mut suites = Vec::new();
     for input in &args.inputs {
-        suites.push(load_input(input, &args.shape)?);
+        suites.push(load_input(input, &args.shape, args.kernel.as_deref())?);
     }
     let gpu = Gpu::open(0).map_err(common::cuda)?;
     for (_, spec, _) in &suites {
@@ -118,6 +121,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         ..TimingOptions::default()
     };
     let mut reports = Vec::new();
+    let mut failures = 0;
     let several = suites.len() > 1;
     for (suite, spec, path) in &suites {
         let progress = Progress::new(suite.shapes.len());
@@ -132,6 +136,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             progress.done_one();
         }
         progress.finish();
+        failures += rows.iter().filter(|r| r.status != "ok").count();
         let geomean_ratio = geomean(rows.iter().filter_map(|r| r.ratio));
         println!("{}", table(&suite.name, &rows));
         match geomean_ratio {
@@ -175,14 +180,24 @@ pub fn run(args: Args) -> Result<(), Failure> {
         std::fs::write(path, text)
             .map_err(|e| Failure::Error(format!("cannot write {}: {e}", path.display())))?;
     }
-    Ok(())
+    if failures == 0 {
+        Ok(())
+    } else {
+        Err(Failure::Error(format!(
+            "{failures} shape(s) did not run correctly (status `failed` or `error` above)"
+        )))
+    }
 }
 
 /// A suite, or a spec seen as a suite of its declared (or given) shapes.
-fn load_input(path: &Path, shapes: &[Shape]) -> Result<(Suite, KernelSpec, PathBuf), Failure> {
+fn load_input(
+    path: &Path,
+    shapes: &[Shape],
+    kernel: Option<&str>,
+) -> Result<(Suite, KernelSpec, PathBuf), Failure> {
     let is_spec = path.extension().is_some_and(|e| e == "dgml");
     let suite = if is_spec {
-        let spec = common::one_kernel(path, None)?;
+        let spec = common::one_kernel(path, kernel)?;
         let shapes = if shapes.is_empty() {
             common::plan(&spec)?
                 .buckets
@@ -195,6 +210,7 @@ fn load_input(path: &Path, shapes: &[Shape]) -> Result<(Suite, KernelSpec, PathB
         Suite {
             name: spec.name.clone(),
             spec: path.to_path_buf(),
+            kernel: Some(spec.name.clone()),
             shapes,
         }
     } else {
@@ -212,7 +228,7 @@ fn load_input(path: &Path, shapes: &[Shape]) -> Result<(Suite, KernelSpec, PathB
             path.display()
         )));
     }
-    let spec = common::one_kernel(&suite.spec, None)?;
+    let spec = common::one_kernel(&suite.spec, kernel.or(suite.kernel.as_deref()))?;
     Ok((suite, spec, path.to_path_buf()))
 }
 
