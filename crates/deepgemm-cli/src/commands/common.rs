@@ -10,7 +10,7 @@ use deepgemm_cuda::CudaError;
 use std::path::Path;
 
 /// Parses `path`; on errors prints every diagnostic and fails as bad input.
-pub fn load_kernels(path: &Path) -> Result<Vec<KernelSpec>, Failure> {
+fn load_kernels(path: &Path) -> Result<Vec<KernelSpec>, Failure> {
     match spec::parse_file(path) {
         Ok(file) => Ok(file.kernels),
         Err(diagnostics) => {
@@ -20,8 +20,12 @@ pub fn load_kernels(path: &Path) -> Result<Vec<KernelSpec>, Failure> {
     }
 }
 
-/// The kernels named by `--kernel`, or all of them.
-pub fn select_kernels(
+/// The kernels of the file at `path`: the one named by `--kernel`, or all of them.
+pub fn kernels_of(path: &Path, name: Option<&str>) -> Result<Vec<KernelSpec>, Failure> {
+    select_kernels(load_kernels(path)?, name, path)
+}
+
+fn select_kernels(
     kernels: Vec<KernelSpec>,
     name: Option<&str>,
     path: &Path,
@@ -43,7 +47,7 @@ pub fn select_kernels(
 
 /// Exactly one kernel: the one named, or the file's only one.
 pub fn one_kernel(path: &Path, name: Option<&str>) -> Result<KernelSpec, Failure> {
-    let mut kernels = select_kernels(load_kernels(path)?, name, path)?;
+    let mut kernels = kernels_of(path, name)?;
     if kernels.len() > 1 {
         let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
         return Err(Failure::Invalid(format!(
@@ -86,6 +90,14 @@ pub fn at_shape(spec: &KernelSpec, shape: Shape) -> KernelSpec {
 /// Searches `spec`; an impossible spec is the user's to fix (exit code 2).
 pub fn plan(spec: &KernelSpec) -> Result<SearchResult, Failure> {
     search::search(spec).map_err(|e| Failure::Invalid(format!("kernel `{}`: {e}", spec.name)))
+}
+
+/// The shapes to measure: those given, else each shape bucket's largest (what it is planned for).
+pub fn shapes_or_buckets(spec: &KernelSpec, given: &[Shape]) -> Result<Vec<Shape>, Failure> {
+    if !given.is_empty() {
+        return Ok(given.to_vec());
+    }
+    Ok(plan(spec)?.buckets.iter().map(|b| b.shape).collect())
 }
 
 /// The largest shape the spec declares: the default of `run`.

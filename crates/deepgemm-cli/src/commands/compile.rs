@@ -56,11 +56,7 @@ struct VariantEntry {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let kernels = common::select_kernels(
-        common::load_kernels(&args.spec)?,
-        args.kernel.as_deref(),
-        &args.spec,
-    )?;
+    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref())?;
     let nvrtc_missing = nvrtc::version().err();
     if let Some(e) = &nvrtc_missing {
         eprintln!("warning: {e}\nwriting sources and analysis only (no .ptx/.cubin)");

@@ -30,11 +30,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let kernels = common::select_kernels(
-        common::load_kernels(&args.spec)?,
-        args.kernel.as_deref(),
-        &args.spec,
-    )?;
+    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref())?;
     let mut infeasible = false;
     let mut json = Vec::new();
     for spec in &kernels {

@@ -102,15 +102,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .as_ref()
         .expect("clap requires SPEC without --replay");
     let spec = common::one_kernel(path, args.kernel.as_deref())?;
-    let shapes = if args.shape.is_empty() {
-        common::plan(&spec)?
-            .buckets
-            .iter()
-            .map(|b| b.shape)
-            .collect()
-    } else {
-        args.shape.clone()
-    };
+    let shapes = common::shapes_or_buckets(&spec, &args.shape)?;
     if args.top == 0 {
         return Err(Failure::Invalid("--top must be at least 1".into()));
     }

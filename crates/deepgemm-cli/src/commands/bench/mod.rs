@@ -198,15 +198,7 @@ fn load_input(
     let is_spec = path.extension().is_some_and(|e| e == "dgml");
     let suite = if is_spec {
         let spec = common::one_kernel(path, kernel)?;
-        let shapes = if shapes.is_empty() {
-            common::plan(&spec)?
-                .buckets
-                .iter()
-                .map(|b| b.shape)
-                .collect()
-        } else {
-            shapes.to_vec()
-        };
+        let shapes = common::shapes_or_buckets(&spec, shapes)?;
         Suite {
             name: spec.name.clone(),
             spec: path.to_path_buf(),
