@@ -101,7 +101,11 @@ fn check_all(cases: &[(String, KernelSpec, Plan)], archs: &[&str]) {
                 Ok(report) => {
                     // The register layer of the model against ptxas: the model decides which
                     // plans spill, so a plan it admits must compile without spilling.
-                    let predicted = deepgemm::model::registers::analyze(plan, &spec.hardware);
+                    let predicted = deepgemm::model::registers::analyze(
+                        plan,
+                        spec.a().dtype.size_bytes(),
+                        &spec.hardware,
+                    );
                     println!(
                         "{label:<58} {arch:<6} {:>3} registers (model {:>3}), smem {:>6} B",
                         report.registers, predicted.total, kernel.smem_bytes
@@ -340,4 +344,33 @@ fn simt_dtypes_layouts_and_scales() {
         plan,
     ));
     check_all(&cases, &["sm_75", "sm_80", "sm_90"]);
+}
+
+/// Every variant `deepgemm compile` would write for the shipped examples (one per shape bucket,
+/// the search's winner) compiles cleanly for every architecture.
+#[test]
+fn every_example_variant_compiles_for_every_arch() {
+    if !nvrtc_loaded() {
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut cases = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dgml"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        let file = deepgemm::spec::parse_file(&path).unwrap_or_else(|d| panic!("{d}"));
+        for spec in file.kernels {
+            let result = deepgemm::search::search(&spec).unwrap_or_else(|e| panic!("{e}"));
+            for variant in result.variants() {
+                let label = format!("{} {} {}", spec.name, variant.name, variant.plan.label());
+                cases.push((label, spec.clone(), variant.plan));
+            }
+        }
+    }
+    assert!(cases.len() >= 15, "{} variants", cases.len());
+    check_all(&cases, &TENSOR_ARCHS);
 }

@@ -103,6 +103,11 @@ pub struct Calibration {
     /// (CUDA 13.0) on the sm80 kernels: a 128x32 warp tile (128 accumulators) uses 255 and
     /// spills, a 64x64 one uses 240-254.
     pub address_regs_per_thread: u32,
+    /// Registers per cp.async copy a thread issues per stage (sm80: the copies are unrolled, each
+    /// with an address and a predicate). 0.75 makes a one-warp 64x64x64 bf16 tile (32 copies next
+    /// to 128 accumulators) spill, as ptxas does on sm_80-sm_89, and keeps 128x128x64 on four
+    /// warps (16 copies; ptxas: 228-232 registers) in.
+    pub regs_per_copy: f64,
     /// Registers per thread for epilogue temporaries.
     pub epilogue_regs_per_thread: u32,
     /// Registers a Hopper producer warpgroup keeps after `setmaxnreg.dec`.
@@ -124,6 +129,7 @@ impl Default for Calibration {
             syncthreads_cycles: 40.0,
             mbarrier_wait_cycles: 20.0,
             address_regs_per_thread: 40,
+            regs_per_copy: 0.75,
             epilogue_regs_per_thread: 8,
             producer_regs_sm90: 40,
         }

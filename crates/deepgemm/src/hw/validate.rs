@@ -127,6 +127,7 @@ impl Hardware {
             ("calibration.launch_overhead_us", c.launch_overhead_us),
             ("calibration.syncthreads_cycles", c.syncthreads_cycles),
             ("calibration.mbarrier_wait_cycles", c.mbarrier_wait_cycles),
+            ("calibration.regs_per_copy", c.regs_per_copy),
         ] {
             if !(value >= 0.0 && value.is_finite()) {
                 return Err(invalid(field, value, "must be a non-negative number"));

@@ -374,7 +374,7 @@ pub fn predict(spec: &KernelSpec, plan: &Plan, shape: Shape) -> Prediction {
 pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Prediction {
     let shape = problem.shape;
     let geo = Geometry::new(shape, plan.tile, plan.split_k);
-    let regs = registers::analyze(plan, hw);
+    let regs = registers::analyze(plan, problem.a.size_bytes(), hw);
     let smem_bytes = plan.smem_bytes();
     let occupancy = schedule::occupancy(plan, smem_bytes, regs.total, hw);
     let blocks_per_sm = occupancy.blocks_per_sm.max(1);

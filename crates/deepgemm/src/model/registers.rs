@@ -1,7 +1,8 @@
 //! Register layer: registers per thread and whether the plan spills.
 //!
 //! accumulators (TILE_M x TILE_N / math threads, one fp32 register each) + A/B fragments (double
-//! buffered across k-steps) + addresses + epilogue temporaries, against the per-thread cap: the
+//! buffered across k-steps) + addresses (a base, plus a share per cp.async copy a thread issues per
+//! stage: the copies are unrolled) + epilogue temporaries, against the per-thread cap: the
 //! hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the consumers' share
 //! after the producer gives registers back with `setmaxnreg`.
 
@@ -29,7 +30,8 @@ pub fn allocated(per_thread: u32) -> u32 {
     per_thread.div_ceil(8) * 8
 }
 
-pub fn analyze(plan: &Plan, hw: &Hardware) -> Registers {
+/// `input_bytes` is the size of an A (and B) element.
+pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     let cal = &hw.calibration;
     let t = plan.tile;
     let math_threads = math_threads(plan).max(1);
@@ -47,7 +49,8 @@ pub fn analyze(plan: &Plan, hw: &Hardware) -> Registers {
         // One column of A and one row of B of the (about square) thread tile per k.
         Backend::Simt => 2 * (accumulators as f64).sqrt().ceil() as u32,
     };
-    let addresses = cal.address_regs_per_thread;
+    let addresses = cal.address_regs_per_thread
+        + (cal.regs_per_copy * copies_per_thread(plan, input_bytes) as f64).ceil() as u32;
     let epilogue = cal.epilogue_regs_per_thread;
     let total = accumulators + fragments + addresses + epilogue;
     let cap = cap(plan, hw);
@@ -60,6 +63,17 @@ pub fn analyze(plan: &Plan, hw: &Hardware) -> Registers {
         cap,
         spills: total > cap,
     }
+}
+
+/// cp.async copies one thread issues per stage (sm80 only: TMA and SIMT staging issue none).
+pub fn copies_per_thread(plan: &Plan, input_bytes: u32) -> u32 {
+    if plan.backend != Backend::Sm80 {
+        return 0;
+    }
+    let t = plan.tile;
+    let copies = |rows: u32, copy_bytes: u32| rows * t.k * input_bytes / copy_bytes.max(1);
+    (copies(t.m, plan.operands.a_copy_bytes) + copies(t.n, plan.operands.b_copy_bytes))
+        / plan.warps.threads.max(1)
 }
 
 /// Threads that hold accumulators: all of them, except a Hopper plan's producer warpgroup.
@@ -133,14 +147,17 @@ mod tests {
     #[test]
     fn sm80_128x128_with_8_warps() {
         let hw = preset("h200").unwrap();
-        let r = analyze(&sm80_plan(128, 128, 2, 4), &hw);
+        let r = analyze(&sm80_plan(128, 128, 2, 4), 2, &hw);
+        // (128 + 128) rows x 32 k x 2 bytes / 16-byte copies / 256 threads = 4 copies each.
+        assert_eq!(copies_per_thread(&sm80_plan(128, 128, 2, 4), 2), 4);
+        let copies = (hw.calibration.regs_per_copy * 4.0).ceil() as u32;
         // 128*128/256 = 64 accumulators; warp tile 64x32: A 4*4, B 4*2, double buffered = 48.
         assert_eq!(r.accumulators, 64);
         assert_eq!(r.fragments, 48);
         let cal = &hw.calibration;
         assert_eq!(
             r.total,
-            64 + 48 + cal.address_regs_per_thread + cal.epilogue_regs_per_thread
+            64 + 48 + cal.address_regs_per_thread + copies + cal.epilogue_regs_per_thread
         );
         assert_eq!(r.cap, 255);
         assert!(!r.spills);
@@ -149,7 +166,7 @@ mod tests {
     #[test]
     fn one_warp_owning_128x128_spills() {
         let hw = preset("h200").unwrap();
-        let r = analyze(&sm80_plan(128, 128, 1, 1), &hw);
+        let r = analyze(&sm80_plan(128, 128, 1, 1), 2, &hw);
         assert_eq!(r.accumulators, 512);
         assert!(r.spills);
     }
@@ -161,7 +178,7 @@ mod tests {
         plan.backend = Backend::Sm90;
         plan.warps.producer_warpgroups = 1;
         plan.warps.threads = 384;
-        let r = analyze(&plan, &hw);
+        let r = analyze(&plan, 2, &hw);
         // (65536 - 40 * 128) / 256 = 236 -> 232; accumulators 128*256/256 = 128.
         assert_eq!(r.cap, 232);
         assert_eq!(r.accumulators, 128);
