@@ -35,25 +35,31 @@ pub struct CacheKey<'a> {
 impl CacheKey<'_> {
     /// Hex SHA-256 over length-prefixed fields (so no two keys can run together).
     pub fn digest(&self) -> String {
-        let mut hasher = Sha256::new();
-        let mut field = |bytes: &[u8]| {
-            hasher.update((bytes.len() as u64).to_le_bytes());
-            hasher.update(bytes);
-        };
-        field(FORMAT.as_bytes());
-        field(self.source.as_bytes());
-        field(self.arch.as_bytes());
-        for option in self.options {
-            field(option.as_bytes());
-        }
-        field(format!("nvrtc {}.{}", self.nvrtc_version.0, self.nvrtc_version.1).as_bytes());
-        field(format!("driver {:?}", self.driver_version).as_bytes());
-        hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        let nvrtc = format!("nvrtc {}.{}", self.nvrtc_version.0, self.nvrtc_version.1);
+        let driver = format!("driver {:?}", self.driver_version);
+        let mut fields = vec![
+            FORMAT.as_bytes(),
+            self.source.as_bytes(),
+            self.arch.as_bytes(),
+        ];
+        fields.extend(self.options.iter().map(|o| o.as_bytes()));
+        fields.extend([nvrtc.as_bytes(), driver.as_bytes()]);
+        hex_digest(&fields)
     }
+}
+
+/// Hex SHA-256 of `fields`, each prefixed by its length: the name of a cache entry.
+pub(crate) fn hex_digest(fields: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for field in fields {
+        hasher.update((field.len() as u64).to_le_bytes());
+        hasher.update(field);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl KernelCache {

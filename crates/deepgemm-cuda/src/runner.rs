@@ -165,23 +165,21 @@ pub struct Outcome {
 }
 
 /// Poisons `device`'s output, runs `enqueue` once and checks the result against the reference;
-/// only a correct result is then timed (the same `enqueue`, `timing` runs). `bench` and `tune`
-/// measure ours and cuBLAS this way on shared inputs.
+/// only a correct result is then timed (the same `enqueue`, with `timing`'s timer and options).
+/// `run`, `bench` and `tune` measure ours and cuBLAS this way.
 pub fn check_then_time(
     gpu: &Gpu,
-    timer: &Timer,
     device: &DeviceProblem,
     spec: &KernelSpec,
-    timing: TimingOptions,
+    timing: Option<(&Timer, TimingOptions)>,
     mut enqueue: impl FnMut() -> Result<(), CudaError>,
 ) -> Result<Outcome, CudaError> {
     device.poison_output(gpu)?;
     enqueue()?;
     let check = device.check(gpu, spec)?;
-    let timing = if check.passed {
-        Some(timer.time(gpu, timing, &mut enqueue)?)
-    } else {
-        None
+    let timing = match timing {
+        Some((timer, options)) if check.passed => Some(timer.time(gpu, options, &mut enqueue)?),
+        _ => None,
     };
     Ok(Outcome { check, timing })
 }
@@ -199,16 +197,11 @@ pub fn run(
     let loaded = gpu.load(kernel, &compiled)?;
     let device = DeviceProblem::upload(gpu, spec, shape, options)?;
     let prepared = loaded.prepare(gpu, spec, &device.launch_args())?;
-    prepared.enqueue(gpu)?;
-    let check = device.check(gpu, spec)?;
-    // A wrong result is never timed.
-    let time_us = match options.timing {
-        Some(timing) if check.passed => {
-            let timer = Timer::new(gpu)?;
-            Some(timer.time(gpu, timing, || prepared.enqueue(gpu))?.median_us)
-        }
-        _ => None,
-    };
+    let timer = options.timing.map(|_| Timer::new(gpu)).transpose()?;
+    let timing = timer.as_ref().zip(options.timing);
+    let Outcome { check, timing } =
+        check_then_time(gpu, &device, spec, timing, || prepared.enqueue(gpu))?;
+    let time_us = timing.map(|t| t.median_us);
     Ok(RunReport {
         entry: kernel.entry.clone(),
         plan: kernel.plan.label(),

@@ -1,12 +1,11 @@
 //! The tuning cache: the fastest plan `deepgemm tune` timed for one (GPU, driver, spec, shape),
 //! one JSON file per key under `<cache dir>/tuning/`, written atomically like the cubin cache.
 
-use crate::cache::{write_atomic, KernelCache};
+use crate::cache::{hex_digest, write_atomic, KernelCache};
 use crate::device::GpuInfo;
 use deepgemm::plan::{Plan, Shape};
 use deepgemm::spec::KernelSpec;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 /// Bumped when the entry format changes, so old entries become misses.
@@ -56,22 +55,14 @@ impl TuningCache {
             k: deepgemm::spec::DimDomain::Fixed(0),
         };
         let spec_json = serde_json::to_vec(&unshaped).expect("a spec serializes");
-        let mut hasher = Sha256::new();
-        for field in [
+        let shape = shape.to_string();
+        let digest = hex_digest(&[
             FORMAT.as_bytes(),
             gpu.name.as_bytes(),
             &gpu.driver_version.to_le_bytes(),
             &spec_json,
-            format!("{shape}").as_bytes(),
-        ] {
-            hasher.update((field.len() as u64).to_le_bytes());
-            hasher.update(field);
-        }
-        let digest: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+            shape.as_bytes(),
+        ]);
         self.dir.join(format!("{digest}.json"))
     }
 

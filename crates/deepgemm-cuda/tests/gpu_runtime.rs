@@ -256,17 +256,11 @@ fn gpu_a_wrong_result_is_reported_and_never_timed() {
         DeviceProblem::upload(&gpu, &spec, case.shape, &case.options(fresh_seed())).unwrap();
     // "Work" that writes nothing: the poisoned output fails the check.
     let mut calls = 0;
-    let skipped = check_then_time(
-        &gpu,
-        &timer,
-        &device,
-        &spec,
-        TimingOptions::default(),
-        || {
-            calls += 1;
-            Ok(())
-        },
-    )
+    let timing = Some((&timer, TimingOptions::default()));
+    let skipped = check_then_time(&gpu, &device, &spec, timing, || {
+        calls += 1;
+        Ok(())
+    })
     .unwrap();
     assert!(!skipped.check.passed);
     assert_eq!(skipped.check.unwritten, 64 * 64);
@@ -276,15 +270,7 @@ fn gpu_a_wrong_result_is_reported_and_never_timed() {
     let (compiled, _) = compile_kernel(&kernel).unwrap();
     let loaded = gpu.load(&kernel, &compiled).unwrap();
     let prepared = loaded.prepare(&gpu, &spec, &device.launch_args()).unwrap();
-    let good = check_then_time(
-        &gpu,
-        &timer,
-        &device,
-        &spec,
-        TimingOptions::default(),
-        || prepared.enqueue(&gpu),
-    )
-    .unwrap();
+    let good = check_then_time(&gpu, &device, &spec, timing, || prepared.enqueue(&gpu)).unwrap();
     assert!(good.check.passed, "{:?}", good.check);
     assert!(good
         .timing

@@ -4,13 +4,12 @@
 
 use deepgemm::codegen;
 use deepgemm::plan::{Plan, Shape};
-use deepgemm::reference::Check;
 use deepgemm::spec::KernelSpec;
 use deepgemm_cuda::cache::compile_kernel;
 use deepgemm_cuda::cublaslt::Baseline;
 use deepgemm_cuda::device::Gpu;
-use deepgemm_cuda::runner::{self, DeviceProblem, RunOptions};
-use deepgemm_cuda::timing::{Timer, Timing, TimingOptions};
+use deepgemm_cuda::runner::{self, DeviceProblem, Outcome, RunOptions};
+use deepgemm_cuda::timing::{Timer, TimingOptions};
 use deepgemm_cuda::CudaError;
 
 /// One shape's inputs on the device, shared by every kernel measured at that shape.
@@ -20,14 +19,6 @@ pub struct Bench<'g> {
     pub spec: &'g KernelSpec,
     pub device: DeviceProblem,
     pub timing: TimingOptions,
-}
-
-/// A measured kernel: its check, its timing when the check passed, and its registers.
-pub struct Outcome {
-    pub check: Check,
-    /// `None` when the check failed: a wrong kernel is never timed.
-    pub timing: Option<Timing>,
-    pub registers: Option<u32>,
 }
 
 impl<'g> Bench<'g> {
@@ -53,8 +44,9 @@ impl<'g> Bench<'g> {
         })
     }
 
-    /// Generates, compiles (through the cubin cache), checks and times `plan`.
-    pub fn plan(&self, plan: &Plan, variant: &str) -> Result<Outcome, String> {
+    /// Generates, compiles (through the cubin cache), checks and times `plan`; also returns the
+    /// registers per thread it compiled to.
+    pub fn plan(&self, plan: &Plan, variant: &str) -> Result<(Outcome, u32), String> {
         let kernel = codegen::generate(self.spec, plan, variant).map_err(|e| e.to_string())?;
         let (compiled, _) = compile_kernel(&kernel).map_err(|e| e.to_string())?;
         let loaded = self
@@ -64,11 +56,10 @@ impl<'g> Bench<'g> {
         let prepared = loaded
             .prepare(self.gpu, self.spec, &self.device.launch_args())
             .map_err(|e| e.to_string())?;
-        let mut outcome = self
+        let outcome = self
             .checked(|| prepared.enqueue(self.gpu))
             .map_err(|e| e.to_string())?;
-        outcome.registers = Some(loaded.resources().registers);
-        Ok(outcome)
+        Ok((outcome, loaded.resources().registers))
     }
 
     /// Checks and times cuBLASLt on the same buffers.
@@ -80,18 +71,7 @@ impl<'g> Bench<'g> {
         &self,
         enqueue: impl FnMut() -> Result<(), CudaError>,
     ) -> Result<Outcome, CudaError> {
-        let outcome = runner::check_then_time(
-            self.gpu,
-            self.timer,
-            &self.device,
-            self.spec,
-            self.timing,
-            enqueue,
-        )?;
-        Ok(Outcome {
-            check: outcome.check,
-            timing: outcome.timing,
-            registers: None,
-        })
+        let timing = Some((self.timer, self.timing));
+        runner::check_then_time(self.gpu, &self.device, self.spec, timing, enqueue)
     }
 }

@@ -191,7 +191,7 @@ fn tune_shape(
     for (i, c) in candidates.iter().enumerate() {
         progress.start(&format!("{shape} {}", c.label));
         let (measured_us, note) = match bench.plan(&c.plan, &format!("t{i}")) {
-            Ok(o) => match o.timing {
+            Ok((o, _)) => match o.timing {
                 Some(t) => (Some(t.median_us), None),
                 None => (
                     None,

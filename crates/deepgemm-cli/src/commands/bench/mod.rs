@@ -272,9 +272,9 @@ fn bench_shape(
         }
     };
     match bench.plan(&winner.plan, "bench") {
-        Ok(outcome) => {
+        Ok((outcome, registers)) => {
             row.ours_error = Some(outcome.check.error);
-            row.registers = outcome.registers;
+            row.registers = Some(registers);
             match outcome.timing {
                 Some(t) => {
                     row.status = "ok";

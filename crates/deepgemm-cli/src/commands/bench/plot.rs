@@ -30,6 +30,9 @@ pub fn write_svg(
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
+/// Which measurement of a row a bar series shows.
+type RowValue = fn(&BenchRow) -> Option<f64>;
+
 fn draw_bars(
     area: &Area<'_>,
     title: &str,
@@ -62,22 +65,20 @@ fn draw_bars(
         let x0 = i as f64 + offset;
         Rectangle::new([(x0, 0.0), (x0 + 0.38, value)], color.filled())
     };
-    chart
-        .draw_series(
-            rows.iter()
-                .enumerate()
-                .filter_map(|(i, r)| r.ours_tflops.map(|v| bar(i, 0.1, v, OURS))),
-        )?
-        .label("DeepGEMM")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], OURS.filled()));
-    chart
-        .draw_series(
-            rows.iter()
-                .enumerate()
-                .filter_map(|(i, r)| r.cublas_tflops.map(|v| bar(i, 0.5, v, CUBLAS))),
-        )?
-        .label("cuBLASLt")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], CUBLAS.filled()));
+    let series: [(&str, f64, RGBColor, RowValue); 2] = [
+        ("DeepGEMM", 0.1, OURS, |r| r.ours_tflops),
+        ("cuBLASLt", 0.5, CUBLAS, |r| r.cublas_tflops),
+    ];
+    for (label, offset, color, value) in series {
+        chart
+            .draw_series(
+                rows.iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| value(r).map(|v| bar(i, offset, v, color))),
+            )?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
