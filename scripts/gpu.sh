@@ -64,9 +64,15 @@ tune() {
 }
 
 profile() {
+  # Speed of light, warp stalls, and per-SASS-instruction stall samples (the source page) of the
+  # 4096^3 bf16 kernel; the report itself is kept for the Nsight Compute GUI.
   ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis -k regex:deepgemm_ \
+    --section MemoryWorkloadAnalysis --section SourceCounters --import-source no \
+    -k regex:deepgemm_ -o "$OUT/profile" \
     $deepgemm run examples/gemm_bf16.dgml --no-time 2>&1 | tee "$OUT/profile.log"
+  ncu --import "$OUT/profile.ncu-rep" --page details 2>&1 | tee -a "$OUT/profile.log"
+  ncu --import "$OUT/profile.ncu-rep" --page source --print-source sass --csv \
+    >"$OUT/profile-sass.csv" 2>&1 || echo "(no source page from this ncu)" | tee -a "$OUT/profile.log"
 }
 
 case "${1:-}" in

@@ -103,6 +103,8 @@ __device__ __forceinline__ void dg_mma(float (&d)[4], const unsigned (&a)[4], co
 // One operand's tile is ROWS x COLS elements with COLS contiguous in both global and shared
 // memory. Threads copy CHUNK_BYTES at a time: THREADS / CHUNKS_PER_ROW rows per pass.
 // K runs along the rows (K_ALONG_ROWS: A col-major, B row-major) or along the columns.
+// Everything that does not change with K is worked out once: a k-tile's copies then cost a
+// compare, three selects and an address add each, and the source pointer walks K by a constant.
 template <int ROWS, int COLS, int STRIDE, int CHUNK_BYTES, bool K_ALONG_ROWS>
 struct TileCopy {
   static constexpr int CHUNK_ELEMS = CHUNK_BYTES / ELEM_BYTES;
@@ -113,38 +115,57 @@ struct TileCopy {
                     ROWS % ROWS_PER_PASS == 0,
                 "the tile must split evenly into per-thread chunks");
 
-  const Element* base;  // the matrix (a safe address for zero-byte copies)
-  const Element* src;   // this thread's first chunk in k-tile 0
-  long long ld;         // leading dimension, elements
-  unsigned smem_offset; // byte offset of this thread's first chunk within a stage
-  int row, col;         // matrix coordinates of the first chunk in k-tile 0
-  int rows_total, cols_total;  // the matrix extents along the staged rows and columns
+  const char* base;        // the matrix (a safe address for zero-byte copies)
+  const char* src;         // this thread's first chunk in the next k-tile to issue
+  long long pass_bytes;    // global bytes between one pass's rows and the next's
+  long long k_tile_bytes;  // global bytes from one k-tile to the next
+  unsigned smem_offset;    // byte offset of this thread's first chunk within a stage
+  int rows_left;           // matrix rows from this thread's first row in the next k-tile
+  int cols_left;           // matrix elements from this thread's first column to the row's end
 
-  __device__ __forceinline__ TileCopy(const Element* matrix, long long ld_, int row0, int col0,
-                                      int rows_total_, int cols_total_, int tid)
-      : base(matrix), ld(ld_), rows_total(rows_total_), cols_total(cols_total_) {
+  __device__ __forceinline__ TileCopy(const Element* matrix, long long ld, int row0, int col0,
+                                      int rows_total, int cols_total, int tid)
+      : base(reinterpret_cast<const char*>(matrix)),
+        pass_bytes((long long)ROWS_PER_PASS * ld * ELEM_BYTES),
+        k_tile_bytes(K_ALONG_ROWS ? (long long)TILE_K * ld * ELEM_BYTES
+                                  : (long long)TILE_K * ELEM_BYTES) {
     const int r = tid / CHUNKS_PER_ROW;
     const int c = (tid % CHUNKS_PER_ROW) * CHUNK_ELEMS;
-    row = row0 + r;
-    col = col0 + c;
-    src = matrix + (long long)row * ld + col;
+    src = reinterpret_cast<const char*>(matrix + (long long)(row0 + r) * ld + col0 + c);
     smem_offset = (unsigned)((r * STRIDE + c) * ELEM_BYTES);
+    rows_left = rows_total - (row0 + r);
+    cols_left = cols_total - (col0 + c);
   }
 
-  // Issues the copies of k-tile `k_tile` into the stage at shared address `stage`.
-  __device__ __forceinline__ void issue(unsigned stage, int k_tile) const {
-    const int k_shift = k_tile * TILE_K;
-    const int tile_row = row + (K_ALONG_ROWS ? k_shift : 0);
-    const int tile_col = col + (K_ALONG_ROWS ? 0 : k_shift);
-    const Element* tile_src = src + (K_ALONG_ROWS ? (long long)k_shift * ld : k_shift);
+  // Issues part `part` of `parts` of the next k-tile's copies into the stage at shared address
+  // `stage` (a k-tile's copies are spread over the k-steps). Outside the matrix (including
+  // k-tiles past the end) the copies read nothing and zero-fill.
+  __device__ __forceinline__ void issue(unsigned stage, int part, int parts) const {
+    // Passes [first, last) are this part's: those with p * parts / PASSES == part.
+    const int first = (part * PASSES + parts - 1) / parts;
+    const int last = ((part + 1) * PASSES + parts - 1) / parts;
     // Bytes of this thread's chunk inside the matrix along the columns: element-granular.
-    const int col_bytes = min(max(cols_total - tile_col, 0) * ELEM_BYTES, CHUNK_BYTES);
+    const int col_bytes = min(max(cols_left, 0) * ELEM_BYTES, CHUNK_BYTES);
+    // Walked pass by pass (one add each) rather than src + p * pass_bytes, whose products the
+    // compiler would keep live across the main loop, a register pair per pass.
+    const char* row_src = src + first * pass_bytes;
 #pragma unroll
     for (int p = 0; p < PASSES; ++p) {
-      const int bytes = (tile_row + p * ROWS_PER_PASS < rows_total) ? col_bytes : 0;
-      const Element* from = bytes > 0 ? tile_src + (long long)p * ROWS_PER_PASS * ld : base;
+      if (p < first || p >= last) continue;  // resolved at compile time
+      const int bytes = p * ROWS_PER_PASS < rows_left ? col_bytes : 0;
       dg_cp_async<CHUNK_BYTES>(stage + smem_offset + p * ROWS_PER_PASS * STRIDE * ELEM_BYTES,
-                               from, bytes);
+                               bytes > 0 ? row_src : base, bytes);
+      row_src += pass_bytes;
+    }
+  }
+
+  // Moves on to the next k-tile.
+  __device__ __forceinline__ void advance() {
+    src += k_tile_bytes;
+    if (K_ALONG_ROWS) {
+      rows_left -= TILE_K;
+    } else {
+      cols_left -= TILE_K;
     }
   }
 };
@@ -169,9 +190,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   const int warp_n = warp / WARPS_M;
 
   // Copies: A is [rows, cols] = [M, K] when row-major, [K, M] when col-major; B likewise.
-  const TileCopy<A_ROWS, A_COLS, A_STRIDE, {{A_COPY_BYTES}}, !A_ROW> copy_a(
+  TileCopy<A_ROWS, A_COLS, A_STRIDE, {{A_COPY_BYTES}}, !A_ROW> copy_a(
       gA, lda, A_ROW ? m0 : 0, A_ROW ? 0 : m0, A_ROW ? M : K, A_ROW ? K : M, tid);
-  const TileCopy<B_ROWS, B_COLS, B_STRIDE, {{B_COPY_BYTES}}, !B_COL> copy_b(
+  TileCopy<B_ROWS, B_COLS, B_STRIDE, {{B_COPY_BYTES}}, !B_COL> copy_b(
       gB, ldb, B_COL ? n0 : 0, B_COL ? 0 : n0, B_COL ? N : K, B_COL ? K : N, tid);
 
   // Per-lane byte offsets of fragment reads within a stage (at k-step 0 and the warp's first
@@ -260,11 +281,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   const int k_tiles = (K + TILE_K - 1) / TILE_K;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles) {
-      copy_a.issue(smem_a + s * A_STAGE_BYTES, s);
-      copy_b.issue(smem_b + s * B_STAGE_BYTES, s);
-    }
-    dg_cp_async_commit();  // one group per k-tile, empty past the end, so the count stays exact
+    // Past the last k-tile the copies zero-fill, so every stage is one commit group.
+    copy_a.issue(smem_a + s * A_STAGE_BYTES, 0, 1);
+    copy_b.issue(smem_b + s * B_STAGE_BYTES, 0, 1);
+    copy_a.advance();
+    copy_b.advance();
+    dg_cp_async_commit();
   }
   dg_cp_async_wait<STAGES - 2>();  // k-tile 0 has landed
   __syncthreads();
@@ -274,21 +296,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   load_fragments(0, read_stage, 0);
 
   // ---- main loop ----
-  // Per k-step: read the next step's fragments, then issue this step's mmas. The ring advances
-  // at the second-to-last k-step, after its mmas are issued, so the tensor cores work through
-  // the barrier wait; by then every warp holds the last step's fragments of this stage.
+  // Per k-step: issue a share of the copies of k-tile kt + STAGES - 1 (into the stage every warp
+  // finished reading before the last __syncthreads), read the next step's fragments, then issue
+  // this step's mmas. Spreading the copies over the k-steps keeps their address arithmetic from
+  // stalling all warps' mma streams at once. The ring advances at the second-to-last k-step,
+  // after its mmas are issued, so the tensor cores work through the barrier wait; by then every
+  // warp holds the last step's fragments of this stage.
+  constexpr int COPY_PARTS = K_STEPS - 1;  // k-steps 0 .. K_STEPS - 2 issue copies
   for (int kt = 0; kt < k_tiles; ++kt) {
 #pragma unroll
     for (int ks = 0; ks < K_STEPS; ++ks) {
-      if (ks == 0) {
-        // Refill the stage all warps finished reading before the last __syncthreads.
-        const int next = kt + STAGES - 1;
-        if (next < k_tiles) {
-          copy_a.issue(smem_a + write_stage * A_STAGE_BYTES, next);
-          copy_b.issue(smem_b + write_stage * B_STAGE_BYTES, next);
-        }
-        dg_cp_async_commit();
-        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
+      if (ks < COPY_PARTS) {
+        copy_a.issue(smem_a + write_stage * A_STAGE_BYTES, ks, COPY_PARTS);
+        copy_b.issue(smem_b + write_stage * B_STAGE_BYTES, ks, COPY_PARTS);
       }
       load_fragments((ks + 1) % 2, read_stage, (ks + 1) % K_STEPS);
 #pragma unroll
@@ -296,6 +316,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
         for (int j = 0; j < N_FRAGS; ++j) dg_mma(acc[i][j], a_frag[ks % 2][i], b_frag[ks % 2][j]);
       if (ks == K_STEPS - 2) {
+        copy_a.advance();
+        copy_b.advance();
+        dg_cp_async_commit();
+        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
         // The next k-tile must have landed (at most STAGES - 2 newer groups in flight) and be
         // visible to every warp before the last step reads its first fragments.
         dg_cp_async_wait<STAGES - 2>();
