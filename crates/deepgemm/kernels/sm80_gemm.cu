@@ -302,7 +302,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   // stalling all warps' mma streams at once. The ring advances at the second-to-last k-step,
   // after its mmas are issued, so the tensor cores work through the barrier wait; by then every
   // warp holds the last step's fragments of this stage.
-  constexpr int COPY_PARTS = K_STEPS - 1;  // k-steps 0 .. K_STEPS - 2 issue copies
+  // With two stages the k-tile being copied is the one waited for at this k-tile's barrier, so
+  // its copies all go out at k-step 0, as early as they can.
+  constexpr int COPY_PARTS = STAGES > 2 ? K_STEPS - 1 : 1;  // k-steps 0 .. COPY_PARTS - 1 copy
   for (int kt = 0; kt < k_tiles; ++kt) {
 #pragma unroll
     for (int ks = 0; ks < K_STEPS; ++ks) {

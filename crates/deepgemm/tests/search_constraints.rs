@@ -85,7 +85,9 @@ fn tiling_domains_narrow_the_space() {
 
 #[test]
 fn soft_constraints_trade_against_time() {
-    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    // At 1024^3 smaller tiles are close behind the fastest plan: `registers ~ 64` pulls the pick
+    // to one of them at some cost in time.
+    let mut spec = fixed(DType::Bf16, 1024, 1024, 1024);
     let fastest = search(&spec).unwrap().buckets[0].winner().clone();
     spec.constraints = vec![constraint(Observable::Registers, ConstraintOp::Near, 64.0)];
     let soft = search(&spec).unwrap().buckets[0].winner().clone();
