@@ -187,3 +187,22 @@ fn calibration_constants_move_the_prediction() {
     // Compute is most of the time, not all: the latency chain and the fixed costs stay.
     assert!(after > 1.5 * before, "{before} -> {after}");
 }
+
+#[test]
+fn a_small_grid_waits_the_idle_latency() {
+    // One 128x128 tile keeps one SM busy: its loads see the idle latencies. 132 tiles fill the
+    // GPU and wait the loaded ones.
+    let spec = fixed(DType::Bf16, 128, 128, 4096);
+    let p = plan(&spec, Backend::Sm80, (128, 128), 4);
+    let lat = &spec.hardware.latencies;
+    let (idle_dram, idle_l2) = (
+        lat.dram_idle_cycles.expect("h200 has idle latencies") as f64,
+        lat.l2_idle_cycles.expect("h200 has idle latencies") as f64,
+    );
+    let one = predict(&spec, &p, Shape::new(128, 128, 4096)).schedule;
+    assert!(one.load_latency_cycles >= idle_l2.min(idle_dram) - 1e-9);
+    assert!(one.load_latency_cycles <= 1.05 * idle_l2.max(idle_dram), "{one:?}");
+    let full = predict(&spec, &p, Shape::new(128 * 12, 128 * 11, 4096)).schedule;
+    let loaded = (lat.dram_cycles as f64).min(lat.l2_cycles as f64);
+    assert!(full.load_latency_cycles >= loaded - 1e-9, "{full:?}");
+}

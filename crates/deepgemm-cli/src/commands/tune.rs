@@ -345,6 +345,9 @@ fn replay(path: &Path) -> Result<(), Failure> {
         }
     }
     println!("with the current model ({}):", spec.hardware.name);
+    for s in &record.shapes {
+        print_shape(s.shape, &s.plans, judge(&s.plans).as_ref());
+    }
     summarize(&record);
     Ok(())
 }

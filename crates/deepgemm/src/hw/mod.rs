@@ -59,10 +59,33 @@ pub struct MmaRate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Latencies {
+    /// Load latencies while every SM streams tiles (what a full grid's cp.async waits for).
     pub dram_cycles: u32,
     pub l2_cycles: u32,
     pub smem_cycles: u32,
     pub mma_cycles: u32,
+    /// The same loads with the memory system idle: a grid that keeps few SMs busy waits about
+    /// this long. Absent: the loaded figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_idle_cycles: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_idle_cycles: Option<u32>,
+}
+
+impl Latencies {
+    /// DRAM and L2 load latencies, cycles, when `load` (0 = idle, 1 = every SM streaming) of the
+    /// GPU is busy: linear between the idle and the loaded figures.
+    pub fn at_load(&self, load: f64) -> (f64, f64) {
+        let load = load.clamp(0.0, 1.0);
+        let between = |idle: Option<u32>, loaded: u32| {
+            let idle = idle.unwrap_or(loaded) as f64;
+            idle + (loaded as f64 - idle) * load
+        };
+        (
+            between(self.dram_idle_cycles, self.dram_cycles),
+            between(self.l2_idle_cycles, self.l2_cycles),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +110,9 @@ pub struct Calibration {
     pub dram_efficiency: f64,
     /// Fixed cost of one launch (driver + ramp), microseconds.
     pub launch_overhead_us: f64,
+    /// Cost of a kernel queued right behind another in the same stream (the repack pass ahead
+    /// of the GEMM): only the gap between the two, microseconds.
+    pub queued_launch_us: f64,
     /// Fraction of `l2_bw_gbps` that L2 -> shared-memory copies sustain.
     pub l2_efficiency: f64,
     /// Fraction of `smem_bw_bytes_per_clk_per_sm` that tile copies and fragment loads sustain.
@@ -122,6 +148,7 @@ impl Default for Calibration {
             mma_efficiency_simt: 0.70,
             dram_efficiency: 0.90,
             launch_overhead_us: 3.0,
+            queued_launch_us: 2.0,
             l2_efficiency: 0.80,
             smem_efficiency: 0.90,
             l2_resident_fraction: 0.50,

@@ -109,6 +109,23 @@ impl Hardware {
         if self.features.wgmma && self.compute_capability() < 90 {
             return Err(invalid("features.wgmma", true, "wgmma needs sm_90a"));
         }
+        let l = &self.latencies;
+        for (field, idle, loaded) in [
+            (
+                "latencies.dram_idle_cycles",
+                l.dram_idle_cycles,
+                l.dram_cycles,
+            ),
+            ("latencies.l2_idle_cycles", l.l2_idle_cycles, l.l2_cycles),
+        ] {
+            if let Some(idle) = idle.filter(|&idle| idle == 0 || idle > loaded) {
+                return Err(invalid(
+                    field,
+                    idle,
+                    "must lie in 1..= the loaded latency (an idle memory system is not slower)",
+                ));
+            }
+        }
         let c = &self.calibration;
         for (field, value) in [
             ("calibration.mma_efficiency_sm90", c.mma_efficiency_sm90),
@@ -125,6 +142,7 @@ impl Hardware {
         }
         for (field, value) in [
             ("calibration.launch_overhead_us", c.launch_overhead_us),
+            ("calibration.queued_launch_us", c.queued_launch_us),
             ("calibration.syncthreads_cycles", c.syncthreads_cycles),
             ("calibration.mbarrier_wait_cycles", c.mbarrier_wait_cycles),
             ("calibration.regs_per_copy", c.regs_per_copy),
@@ -177,15 +195,21 @@ mod tests {
         let mut hw = preset("a100").unwrap();
         hw.features.wgmma = true;
         assert!(hw.validate().unwrap_err().to_string().contains("wgmma"));
+
+        let mut hw = preset("h200").unwrap();
+        hw.latencies.dram_idle_cycles = Some(hw.latencies.dram_cycles + 1);
+        let e = hw.validate().unwrap_err().to_string();
+        assert!(e.contains("dram_idle_cycles"), "{e}");
     }
 
     #[test]
     fn impossible_calibration_constants_are_named() {
         type Mutation = fn(&mut crate::hw::Calibration);
-        let cases: [(&str, Mutation); 6] = [
+        let cases: [(&str, Mutation); 7] = [
             ("l2_efficiency", |c| c.l2_efficiency = 1.5),
             ("smem_efficiency", |c| c.smem_efficiency = 0.0),
             ("syncthreads_cycles", |c| c.syncthreads_cycles = -1.0),
+            ("queued_launch_us", |c| c.queued_launch_us = f64::NAN),
             ("warps_for_peak_math", |c| c.warps_for_peak_math = 0.5),
             ("address_regs_per_thread", |c| {
                 c.address_regs_per_thread = 250

@@ -388,8 +388,13 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let flops_per_block =
         2.0 * plan.tile.m as f64 * plan.tile.n as f64 * plan.tile.k as f64 * geo.k_blocks as f64;
     let math_warps_per_block = registers::math_threads(plan) as f64 / hw.warp_size as f64;
-    let load_latency_cycles = mv.l2_hit_rate * hw.latencies.l2_cycles as f64
-        + (1.0 - mv.l2_hit_rate) * hw.latencies.dram_cycles as f64;
+    // Memory latency grows with load: a grid that fills the GPU waits the loaded latencies, one
+    // that keeps a few SMs busy little more than the idle ones.
+    let (dram_latency_cycles, l2_latency_cycles) = hw
+        .latencies
+        .at_load(geo.blocks as f64 / hw.sms.max(1) as f64);
+    let load_latency_cycles =
+        mv.l2_hit_rate * l2_latency_cycles + (1.0 - mv.l2_hit_rate) * dram_latency_cycles;
     let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
     let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency;
     let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * cal.smem_efficiency; // bytes per cycle
@@ -446,8 +451,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         // Pipeline fill (one load latency) and the epilogue's stores (their bytes at the DRAM
         // rate plus one store latency); co-resident blocks overlap each other's.
         let prologue_us = load_latency_cycles / clock_mhz;
-        let epilogue_us = blocks as f64 * mv.block_epilogue_bytes / dram_bw
-            + hw.latencies.dram_cycles as f64 / clock_mhz;
+        let epilogue_us =
+            blocks as f64 * mv.block_epilogue_bytes / dram_bw + dram_latency_cycles / clock_mhz;
         WaveCost {
             compute_us: levels[0].1,
             mainloop_us,
@@ -489,7 +494,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     }
     sync.exposed_us = sync_us;
     let repack_us = if mv.repack_dram_bytes > 0.0 {
-        mv.repack_us + cal.launch_overhead_us
+        mv.repack_us + cal.queued_launch_us
     } else {
         0.0
     };

@@ -42,7 +42,7 @@ use crate::codegen::space::GENERATED_BACKENDS;
 use crate::hw::{Calibration, Hardware};
 use crate::model::{schedule, Bottleneck, Prediction};
 use crate::plan::{Backend, Plan, Shape, ShapeBucket};
-use crate::search::{bucket_text, Candidate, PruneCount, SearchResult};
+use crate::search::{bucket_text, tie_break, Candidate, PruneCount, SearchResult, TieBreak};
 use crate::spec::KernelSpec;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -236,17 +236,25 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
     let (p, w) = (&c.prediction, &winner.prediction);
     let mut notes = Vec::new();
     let slower = p.time_us / w.time_us - 1.0;
+    let dram = p.movement.dram_bytes / w.movement.dram_bytes - 1.0;
+    let mut dram_noted = false;
     if slower.abs() < 1e-9 {
         let slack =
             |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
-        notes.push(if slack(c) != slack(winner) {
-            format!(
+        notes.push(match tie_break(winner, c).1 {
+            TieBreak::LatencySlack => format!(
                 "ties the winner; {} pipeline stage(s) of latency slack vs {}",
                 slack(c),
                 slack(winner)
-            )
-        } else {
-            "ties the winner (ranked by label)".to_string()
+            ),
+            TieBreak::DramBytes => {
+                dram_noted = true;
+                format!(
+                    "ties the winner; {:+.1}% DRAM bytes (ranked by DRAM bytes)",
+                    dram * 100.0
+                )
+            }
+            TieBreak::Label => "ties the winner (ranked by label)".to_string(),
         });
     } else {
         notes.push(format!("{:+.1}% time", slower * 100.0));
@@ -262,8 +270,7 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
             p.schedule.waves.waves, w.schedule.waves.waves
         ));
     }
-    let dram = p.movement.dram_bytes / w.movement.dram_bytes - 1.0;
-    if dram.abs() > 0.05 {
+    if dram.abs() > 0.05 && !dram_noted {
         notes.push(format!("{:+.0}% DRAM bytes", dram * 100.0));
     }
     if p.breakdown.repack_us > 0.0 && w.breakdown.repack_us == 0.0 {
@@ -305,7 +312,12 @@ fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
     }
     match (margin, runner_up) {
         (Some(m), Some(r)) if m.abs() < 1e-9 => {
-            let _ = write!(why, "; ties {} and wins on label order", r.label);
+            let on = match tie_break(winner, r).1 {
+                TieBreak::LatencySlack => "more pipeline stages than its latency needs",
+                TieBreak::DramBytes => "fewer DRAM bytes",
+                TieBreak::Label => "label order",
+            };
+            let _ = write!(why, "; ties {} and wins on {on}", r.label);
         }
         (Some(m), Some(r)) if m < 1e-3 => {
             let _ = write!(

@@ -391,18 +391,41 @@ fn prune_rule(rule: String, kind: PruneKind) -> PruneCount {
     }
 }
 
-/// Best first: by score, then by latency slack, then by label (unique within a bucket's space).
-/// Among plans predicted equally fast, the one with more pipeline stages beyond those its load
-/// latency needs goes first: on the H200 a 2-stage plan the model calls latency-hidden measured
-/// 10% slower than its 3-stage twin (bench/RESULTS.md), so slack is worth having.
+/// Best first: by score, then by the tie-breaks of [`tie_break`].
 pub fn rank(candidates: &mut [Candidate]) {
-    let slack = |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
     candidates.sort_by(|a, b| {
         a.score_us
             .total_cmp(&b.score_us)
-            .then_with(|| slack(b).cmp(&slack(a)))
-            .then_with(|| a.label.cmp(&b.label))
+            .then_with(|| tie_break(a, b).0)
     });
+}
+
+/// What decides between two plans the model predicts equally fast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TieBreak {
+    /// More pipeline stages beyond those the load latency needs: on the H200 a 2-stage plan the
+    /// model calls latency-hidden measured 10% slower than its 3-stage twin (bench/RESULTS.md).
+    LatencySlack,
+    /// Fewer DRAM bytes (the raster order and tile shape that reuse more of L2): compute-bound
+    /// twins measured up to 12% apart at 8192^3-16384^3, the less DRAM traffic the faster.
+    DramBytes,
+    /// Label order: nothing the model sees tells them apart (labels are unique in a bucket).
+    Label,
+}
+
+/// The order of `a` and `b` by the first tie-break that tells them apart, and which one it was.
+pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak) {
+    let slack = |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
+    let dram = |c: &Candidate| c.prediction.movement.dram_bytes;
+    let by_slack = slack(b).cmp(&slack(a));
+    if by_slack.is_ne() {
+        return (by_slack, TieBreak::LatencySlack);
+    }
+    let by_dram = dram(a).total_cmp(&dram(b));
+    if by_dram.is_ne() {
+        return (by_dram, TieBreak::DramBytes);
+    }
+    (a.label.cmp(&b.label), TieBreak::Label)
 }
 
 /// Keeps the plan that breaks the constraint by the least.
