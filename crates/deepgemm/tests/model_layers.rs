@@ -201,7 +201,10 @@ fn a_small_grid_waits_the_idle_latency() {
     );
     let one = predict(&spec, &p, Shape::new(128, 128, 4096)).schedule;
     assert!(one.load_latency_cycles >= idle_l2.min(idle_dram) - 1e-9);
-    assert!(one.load_latency_cycles <= 1.05 * idle_l2.max(idle_dram), "{one:?}");
+    assert!(
+        one.load_latency_cycles <= 1.05 * idle_l2.max(idle_dram),
+        "{one:?}"
+    );
     let full = predict(&spec, &p, Shape::new(128 * 12, 128 * 11, 4096)).schedule;
     let loaded = (lat.dram_cycles as f64).min(lat.l2_cycles as f64);
     assert!(full.load_latency_cycles >= loaded - 1e-9, "{full:?}");
