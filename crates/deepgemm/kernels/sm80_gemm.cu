@@ -17,8 +17,8 @@ constexpr int THREADS = WARPS_M * WARPS_N * 32;
 constexpr int WARP_TILE_M = TILE_M / WARPS_M;
 constexpr int WARP_TILE_N = TILE_N / WARPS_N;
 
-constexpr bool A_ROW = {{A_ROW}};  // A[M,K] row-major: K contiguous (staged [TILE_M][TILE_K+PAD])
-constexpr bool B_COL = {{B_COL}};  // B[K,N] col-major: K contiguous (staged [TILE_N][TILE_K+PAD])
+constexpr bool A_ROW = {{A_ROW}};  // A[M,K] row-major: K contiguous (staged [TILE_M][TILE_K])
+constexpr bool B_COL = {{B_COL}};  // B[K,N] col-major: K contiguous (staged [TILE_N][TILE_K])
 constexpr bool D_ROW = {{D_ROW}};  // D[M,N] row-major (N contiguous), else col-major
 
 typedef {{IN_TYPE}} Element;  // A and B
@@ -35,17 +35,40 @@ static_assert(K_STEPS >= 2 && K_STEPS % 2 == 0,
               "fragment buffers alternate per k-step; the ring advances at the second-to-last");
 
 // ---- shared memory (codegen::space::smem_layout): a ring of STAGES stages -------------------
-// Every operand is staged in its global order with rows padded by PAD elements (16 bytes), so
-// ldmatrix's eight row reads land in distinct bank groups. A's stages come first, then B's.
+// Every operand is staged in its global order, A's stages first, then B's. 16-bit operands are
+// XOR-swizzled: 16-byte chunk c of row r is stored at chunk c ^ s(r), where s(r) spreads any 8
+// consecutive rows' same chunk over all 32 banks, so ldmatrix's eight row reads and the cp.async
+// writes of whole rows are both conflict-free. tf32 operands (32-bit loads, no ldmatrix) are
+// padded by PAD elements (16 bytes) per row instead.
+constexpr bool SWIZZLE = {{SWIZZLE}};
 constexpr int PAD = {{PAD}};
 constexpr int A_ROWS = A_ROW ? TILE_M : TILE_K;  // rows of the staged A tile
 constexpr int A_COLS = A_ROW ? TILE_K : TILE_M;  // contiguous elements per row
 constexpr int B_ROWS = B_COL ? TILE_N : TILE_K;
 constexpr int B_COLS = B_COL ? TILE_K : TILE_N;
-constexpr int A_STRIDE = A_COLS + PAD;
-constexpr int B_STRIDE = B_COLS + PAD;
-constexpr int A_STAGE_BYTES = A_ROWS * A_STRIDE * ELEM_BYTES;
-constexpr int B_STAGE_BYTES = B_ROWS * B_STRIDE * ELEM_BYTES;
+constexpr int A_ROW_BYTES = (A_COLS + PAD) * ELEM_BYTES;
+constexpr int B_ROW_BYTES = (B_COLS + PAD) * ELEM_BYTES;
+constexpr int A_STAGE_BYTES = A_ROWS * A_ROW_BYTES;
+constexpr int B_STAGE_BYTES = B_ROWS * B_ROW_BYTES;
+static_assert(!SWIZZLE || PAD == 0, "a swizzled layout has no padding");
+static_assert(!(SWIZZLE && TF32), "tf32 tiles (32-bit loads) are padded, not swizzled");
+
+// Byte offset within a stage of the byte `col_byte` of staged row `row` (rows of ROW_BYTES).
+template <int ROW_BYTES>
+__device__ __forceinline__ unsigned dg_staged_offset(unsigned row, unsigned col_byte) {
+  if constexpr (SWIZZLE) {
+    constexpr unsigned CHUNKS = ROW_BYTES / 16;            // 16-byte chunks per row
+    constexpr unsigned GROUP = CHUNKS < 8 ? CHUNKS : 8;    // chunks permuted among each other
+    static_assert(ROW_BYTES % 16 == 0 && (CHUNKS & (CHUNKS - 1)) == 0 && CHUNKS >= 2,
+                  "swizzled rows are a power of two of 16-byte chunks");
+    // 128-byte rows and longer: s = r % 8. 64-byte rows pair up in one 128-byte bank line:
+    // s = (r / 2) % 4, which with the row's half of the line again covers all 8 bank groups.
+    const unsigned s = (row / (8 / GROUP)) % GROUP;
+    return row * ROW_BYTES + ((((col_byte >> 4) ^ s)) << 4) + (col_byte & 15);
+  } else {
+    return row * ROW_BYTES + col_byte;
+  }
+}
 static_assert(A_STAGE_BYTES == {{A_STAGE_BYTES}}, "A stage size differs from the plan");
 static_assert(B_STAGE_BYTES == {{B_STAGE_BYTES}}, "B stage size differs from the plan");
 static_assert(STAGES >= 2, "the cp.async ring needs at least two stages");
@@ -105,7 +128,7 @@ __device__ __forceinline__ void dg_mma(float (&d)[4], const unsigned (&a)[4], co
 // K runs along the rows (K_ALONG_ROWS: A col-major, B row-major) or along the columns.
 // Everything that does not change with K is worked out once: a k-tile's copies then cost a
 // compare, three selects and an address add each, and the source pointer walks K by a constant.
-template <int ROWS, int COLS, int STRIDE, int CHUNK_BYTES, bool K_ALONG_ROWS>
+template <int ROWS, int COLS, int ROW_BYTES, int CHUNK_BYTES, bool K_ALONG_ROWS>
 struct TileCopy {
   static constexpr int CHUNK_ELEMS = CHUNK_BYTES / ELEM_BYTES;
   static constexpr int CHUNKS_PER_ROW = COLS / CHUNK_ELEMS;
@@ -119,7 +142,8 @@ struct TileCopy {
   const char* src;         // this thread's first chunk in the next k-tile to issue
   long long pass_bytes;    // global bytes between one pass's rows and the next's
   long long k_tile_bytes;  // global bytes from one k-tile to the next
-  unsigned smem_offset;    // byte offset of this thread's first chunk within a stage
+  unsigned tile_row;       // this thread's first chunk in the staged tile: row
+  unsigned tile_col_byte;  // ... and byte within the row
   int rows_left;           // matrix rows from this thread's first row in the next k-tile
   int cols_left;           // matrix elements from this thread's first column to the row's end
 
@@ -132,7 +156,8 @@ struct TileCopy {
     const int r = tid / CHUNKS_PER_ROW;
     const int c = (tid % CHUNKS_PER_ROW) * CHUNK_ELEMS;
     src = reinterpret_cast<const char*>(matrix + (long long)(row0 + r) * ld + col0 + c);
-    smem_offset = (unsigned)((r * STRIDE + c) * ELEM_BYTES);
+    tile_row = (unsigned)r;
+    tile_col_byte = (unsigned)(c * ELEM_BYTES);
     rows_left = rows_total - (row0 + r);
     cols_left = cols_total - (col0 + c);
   }
@@ -153,8 +178,11 @@ struct TileCopy {
     for (int p = 0; p < PASSES; ++p) {
       if (p < first || p >= last) continue;  // resolved at compile time
       const int bytes = p * ROWS_PER_PASS < rows_left ? col_bytes : 0;
-      dg_cp_async<CHUNK_BYTES>(stage + smem_offset + p * ROWS_PER_PASS * STRIDE * ELEM_BYTES,
-                               bytes > 0 ? row_src : base, bytes);
+      // Passes are ROWS_PER_PASS rows apart: a multiple of the swizzle's 8-row period keeps
+      // every pass's permutation the thread's first one (the compiler folds it).
+      const unsigned dst =
+          dg_staged_offset<ROW_BYTES>(tile_row + p * ROWS_PER_PASS, tile_col_byte);
+      dg_cp_async<CHUNK_BYTES>(stage + dst, bytes > 0 ? row_src : base, bytes);
       row_src += pass_bytes;
     }
   }
@@ -190,38 +218,41 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   const int warp_n = warp / WARPS_M;
 
   // Copies: A is [rows, cols] = [M, K] when row-major, [K, M] when col-major; B likewise.
-  TileCopy<A_ROWS, A_COLS, A_STRIDE, {{A_COPY_BYTES}}, !A_ROW> copy_a(
+  TileCopy<A_ROWS, A_COLS, A_ROW_BYTES, {{A_COPY_BYTES}}, !A_ROW> copy_a(
       gA, lda, A_ROW ? m0 : 0, A_ROW ? 0 : m0, A_ROW ? M : K, A_ROW ? K : M, tid);
-  TileCopy<B_ROWS, B_COLS, B_STRIDE, {{B_COPY_BYTES}}, !B_COL> copy_b(
+  TileCopy<B_ROWS, B_COLS, B_ROW_BYTES, {{B_COPY_BYTES}}, !B_COL> copy_b(
       gB, ldb, B_COL ? n0 : 0, B_COL ? 0 : n0, B_COL ? N : K, B_COL ? K : N, tid);
 
-  // Per-lane byte offsets of fragment reads within a stage (at k-step 0 and the warp's first
-  // mma tile); every other (k-step, tile) adds a compile-time constant.
-  unsigned a_lane, b_lane;
+  // Each lane's coordinates in the first mma tile of its warp at k-step 0; fragment (i, ks) adds
+  // i * 16 (or j * 8) along M (N) and ks * MMA_K along K. Offsets within a stage:
+  // A element (m, k) / B element (n, k) -> dg_staged_offset of its staged row and byte.
+  auto a_at = [](int m, int k) {
+    return A_ROW ? dg_staged_offset<A_ROW_BYTES>(m, k * ELEM_BYTES)
+                 : dg_staged_offset<A_ROW_BYTES>(k, m * ELEM_BYTES);
+  };
+  auto b_at = [](int n, int k) {
+    return B_COL ? dg_staged_offset<B_ROW_BYTES>(n, k * ELEM_BYTES)
+                 : dg_staged_offset<B_ROW_BYTES>(k, n * ELEM_BYTES);
+  };
+  int a_m, a_k, b_n, b_k;
   if constexpr (TF32) {
     // Plain 32-bit loads: a = (m g, k t), (g+8, t), (g, t+4), (g+8, t+4); b = (k t, n g), (t+4, g).
     const int g = lane / 4, t = lane % 4;
-    a_lane = (unsigned)((A_ROW ? (warp_m * WARP_TILE_M + g) * A_STRIDE + t
-                               : t * A_STRIDE + warp_m * WARP_TILE_M + g) * ELEM_BYTES);
-    b_lane = (unsigned)((B_COL ? (warp_n * WARP_TILE_N + g) * B_STRIDE + t
-                               : t * B_STRIDE + warp_n * WARP_TILE_N + g) * ELEM_BYTES);
+    a_m = warp_m * WARP_TILE_M + g;
+    a_k = t;
+    b_n = warp_n * WARP_TILE_N + g;
+    b_k = t;
   } else {
     // ldmatrix.x4: lanes 8i..8i+7 address the rows of 8x8 matrix i.
     // A fragment = matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15).
     // B fragment pair = (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+    // Transposed layouts (ldmatrix .trans) address rows of k instead, in the same matrix order.
     const int i = lane / 8, r = lane % 8;
-    const int a_m = warp_m * WARP_TILE_M + r + 8 * (i % 2), a_k = 8 * (i / 2);
-    const int b_n = warp_n * WARP_TILE_N + r + 8 * (i / 2), b_k = 8 * (i % 2);
-    // Transposed layouts: rows are k, so the lane walks k instead (ldmatrix .trans).
-    const int at_k = r + 8 * (i / 2), at_m = warp_m * WARP_TILE_M + 8 * (i % 2);
-    const int bt_k = r + 8 * (i % 2), bt_n = warp_n * WARP_TILE_N + 8 * (i / 2);
-    a_lane = (unsigned)((A_ROW ? a_m * A_STRIDE + a_k : at_k * A_STRIDE + at_m) * ELEM_BYTES);
-    b_lane = (unsigned)((B_COL ? b_n * B_STRIDE + b_k : bt_k * B_STRIDE + bt_n) * ELEM_BYTES);
+    a_m = warp_m * WARP_TILE_M + (A_ROW ? r + 8 * (i % 2) : 8 * (i % 2));
+    a_k = A_ROW ? 8 * (i / 2) : r + 8 * (i / 2);
+    b_n = warp_n * WARP_TILE_N + (B_COL ? r + 8 * (i / 2) : 8 * (i / 2));
+    b_k = B_COL ? 8 * (i % 2) : r + 8 * (i % 2);
   }
-
-  // Byte offset of element (m, k) of A / (n, k) of B within a stage.
-  auto a_at = [](int m, int k) { return (A_ROW ? m * A_STRIDE + k : k * A_STRIDE + m) * ELEM_BYTES; };
-  auto b_at = [](int n, int k) { return (B_COL ? n * B_STRIDE + k : k * B_STRIDE + n) * ELEM_BYTES; };
 
   unsigned a_frag[2][M_FRAGS][4];
   unsigned b_frag[2][N_FRAGS][2];
@@ -235,39 +266,43 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 
   // Reads the fragments of k-step `ks` of the stage at `stage` (a stage index) into buffer `buf`.
   auto load_fragments = [&](int buf, int stage, int ks) {
-    const unsigned sa = smem_a + stage * A_STAGE_BYTES + a_lane;
-    const unsigned sb = smem_b + stage * B_STAGE_BYTES + b_lane;
+    const unsigned sa = smem_a + stage * A_STAGE_BYTES;
+    const unsigned sb = smem_b + stage * B_STAGE_BYTES;
     if constexpr (TF32) {
-      const unsigned char* base_a = dg_smem + (sa - smem_a);
-      const unsigned char* base_b = dg_smem + (sb - smem_a);
+      // Padded (unswizzled) rows: each element's offset from the lane's first one is a
+      // compile-time constant, which the loads take as an immediate.
+      const unsigned char* lane_a = dg_smem + (sa - smem_a) + a_at(a_m, a_k);
+      const unsigned char* lane_b = dg_smem + (sb - smem_a) + b_at(b_n, b_k);
 #pragma unroll
       for (int i = 0; i < M_FRAGS; ++i)
 #pragma unroll
         for (int v = 0; v < 4; ++v)
           a_frag[buf][i][v] = dg_to_tf32(*reinterpret_cast<const float*>(
-              base_a + a_at(i * 16 + 8 * (v % 2), ks * MMA_K + 4 * (v / 2))));
+              lane_a + a_at(i * 16 + 8 * (v % 2), ks * MMA_K + 4 * (v / 2))));
 #pragma unroll
       for (int j = 0; j < N_FRAGS; ++j)
 #pragma unroll
         for (int v = 0; v < 2; ++v)
-          b_frag[buf][j][v] = dg_to_tf32(*reinterpret_cast<const float*>(
-              base_b + b_at(j * 8, ks * MMA_K + 4 * v)));
+          b_frag[buf][j][v] = dg_to_tf32(
+              *reinterpret_cast<const float*>(lane_b + b_at(j * 8, ks * MMA_K + 4 * v)));
     } else {
 #pragma unroll
       for (int i = 0; i < M_FRAGS; ++i) {
+        const unsigned at = sa + a_at(a_m + i * 16, a_k + ks * MMA_K);
         if constexpr (A_ROW) {
-          dg_ldmatrix_x4(a_frag[buf][i], sa + a_at(i * 16, ks * MMA_K));
+          dg_ldmatrix_x4(a_frag[buf][i], at);
         } else {
-          dg_ldmatrix_x4_trans(a_frag[buf][i], sa + a_at(i * 16, ks * MMA_K));
+          dg_ldmatrix_x4_trans(a_frag[buf][i], at);
         }
       }
 #pragma unroll
       for (int j = 0; j < N_FRAGS; j += 2) {
         unsigned r[4];
+        const unsigned at = sb + b_at(b_n + j * 8, b_k + ks * MMA_K);
         if constexpr (B_COL) {
-          dg_ldmatrix_x4(r, sb + b_at(j * 8, ks * MMA_K));
+          dg_ldmatrix_x4(r, at);
         } else {
-          dg_ldmatrix_x4_trans(r, sb + b_at(j * 8, ks * MMA_K));
+          dg_ldmatrix_x4_trans(r, at);
         }
         b_frag[buf][j][0] = r[0];
         b_frag[buf][j][1] = r[1];

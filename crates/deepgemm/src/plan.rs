@@ -77,8 +77,9 @@ pub struct Raster {
 pub enum SmemSwizzle {
     /// Rows padded by `pad_elems` elements.
     Padded { pad_elems: u32 },
-    /// 16-byte chunks XOR-permuted within 128-byte rows (TMA's 128B swizzle and its cp.async twin).
-    Xor128,
+    /// 16-byte chunks XOR-permuted by row (within each 128-byte span), so that the same chunk of
+    /// any 8 consecutive rows lands in distinct banks: TMA's 128B swizzle and its cp.async twin.
+    XorChunks,
     /// No transformation (SIMT kernels read broadcast-friendly layouts).
     None,
 }

@@ -5,12 +5,13 @@ mod search_support;
 use deepgemm::dtype::DType;
 use deepgemm::model::ObservableValue;
 use deepgemm::plan::Backend;
-use deepgemm::search::{search, SearchError};
+use deepgemm::search::{search, tie_break, SearchError, TieBreak};
 use deepgemm::spec::{
     CExpr, Constraint, ConstraintOp, DimDomain, Observable, TileValues, TileVar, TilingDomain,
 };
 use proptest::prelude::*;
 use search_support::*;
+use std::cmp::Ordering;
 
 fn observable_value(c: &deepgemm::search::Candidate, o: Observable) -> f64 {
     match c.prediction.observables.get(o) {
@@ -207,18 +208,24 @@ fn ranking_is_deterministic_and_ordered() {
             let slack = |c: &deepgemm::search::Candidate| {
                 c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64
             };
-            let order = w[0]
-                .score_us
-                .total_cmp(&w[1].score_us)
-                .then(slack(&w[1]).cmp(&slack(&w[0])))
-                .then(w[0].label.cmp(&w[1].label));
-            assert_eq!(
-                order,
-                std::cmp::Ordering::Less,
-                "{} then {}",
-                w[0].label,
-                w[1].label
-            );
+            let dram = |c: &deepgemm::search::Candidate| c.prediction.movement.dram_bytes;
+            let (tie, why) = tie_break(&w[0], &w[1]);
+            let order = w[0].score_us.total_cmp(&w[1].score_us).then(tie);
+            assert_eq!(order, Ordering::Less, "{} then {}", w[0].label, w[1].label);
+            if w[0].score_us == w[1].score_us {
+                // Each tie-break means what it says.
+                match why {
+                    TieBreak::LatencySlack => assert!(slack(&w[0]) > slack(&w[1])),
+                    TieBreak::DramBytes => {
+                        assert_eq!(slack(&w[0]), slack(&w[1]));
+                        assert!(dram(&w[0]) < dram(&w[1]));
+                    }
+                    TieBreak::Label => {
+                        assert_eq!(slack(&w[0]), slack(&w[1]));
+                        assert_eq!(dram(&w[0]), dram(&w[1]));
+                    }
+                }
+            }
         }
     }
 }

@@ -4,7 +4,7 @@ use super::abi::element_type;
 use super::epilogue::scales_of;
 use super::{unsupported, CodegenError};
 use crate::dtype::DType;
-use crate::plan::{Backend, Plan};
+use crate::plan::{Backend, Plan, SmemSwizzle};
 use crate::spec::{KernelSpec, Layout};
 
 pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm80_gemm.cu");
@@ -182,6 +182,10 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         ("TF32", is_tf32(input).to_string()),
         ("MMA_INSTRUCTION", mma.to_string()),
+        (
+            "SWIZZLE",
+            (super::space::sm80_swizzle(input) == SmemSwizzle::XorChunks).to_string(),
+        ),
         ("PAD", super::space::sm80_pad_elems(input).to_string()),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
@@ -193,8 +197,16 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
 /// Plan-specific lines of the header comment.
 pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     let (t, w) = (plan.tile, plan.warps);
-    let pad = super::space::sm80_pad_elems(spec.a().dtype);
-    let staged = |rows: u32, cols: u32| format!("[{rows}][{}]", cols + pad);
+    let dtype = spec.a().dtype;
+    let pad = super::space::sm80_pad_elems(dtype);
+    let swizzled = super::space::sm80_swizzle(dtype) == SmemSwizzle::XorChunks;
+    let staged = |rows: u32, cols: u32| {
+        if swizzled {
+            format!("[{rows}][{cols}] with 16-byte chunks XOR-swizzled by row")
+        } else {
+            format!("[{rows}][{}] ({pad} elements of padding)", cols + pad)
+        }
+    };
     let a_staged = match spec.a().layout {
         Layout::Row => format!("row-major, staged {}", staged(t.m, t.k)),
         Layout::Col => format!("col-major, staged {}", staged(t.k, t.m)),

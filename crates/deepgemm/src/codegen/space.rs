@@ -9,10 +9,26 @@ use crate::spec::{KernelSpec, Layout};
 /// Backends with a working generator. The model can predict others; the search only returns these.
 pub const GENERATED_BACKENDS: [Backend; 2] = [Backend::Sm80, Backend::Simt];
 
-/// Elements of padding added to each smem row of the sm80 kernel: 16 bytes for 16-bit types, which
-/// makes ldmatrix's 8 row reads hit 8 distinct 4-bank groups for 64- and 128-byte rows.
+/// How the sm80 kernel stages a row of `dtype`: 16-bit operands (read by ldmatrix) are
+/// XOR-swizzled in 16-byte chunks, which keeps both ldmatrix's 8 row reads and the cp.async writes
+/// of whole rows free of bank conflicts with no padding; other types (tf32's 32-bit loads) pad each
+/// row by 16 bytes, which makes 8 consecutive rows start in distinct 4-bank groups.
+pub fn sm80_swizzle(dtype: DType) -> SmemSwizzle {
+    if dtype.size_bytes() == 2 {
+        SmemSwizzle::XorChunks
+    } else {
+        SmemSwizzle::Padded {
+            pad_elems: 16 / dtype.size_bytes(),
+        }
+    }
+}
+
+/// Elements of padding per staged row of the sm80 kernel (0 when swizzled).
 pub fn sm80_pad_elems(dtype: DType) -> u32 {
-    16 / dtype.size_bytes()
+    match sm80_swizzle(dtype) {
+        SmemSwizzle::Padded { pad_elems } => pad_elems,
+        SmemSwizzle::XorChunks | SmemSwizzle::None => 0,
+    }
 }
 
 /// Elements of padding per smem row of the SIMT kernel (f32 staging): 4 floats.
@@ -41,7 +57,7 @@ pub fn smem_layout(spec: &KernelSpec, backend: Backend, tile: Tile) -> SmemLayou
                 b_stage_bytes: b_stage,
                 epilogue_bytes: 0,
                 barrier_bytes: 0,
-                swizzle: SmemSwizzle::Padded { pad_elems: pad },
+                swizzle: sm80_swizzle(a.dtype),
             }
         }
         Backend::Simt => SmemLayout {
