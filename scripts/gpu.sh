@@ -7,7 +7,8 @@
 #     sanitizer  compute-sanitizer memcheck over `deepgemm run` on edge shapes
 #     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode) vs cuBLASLt
 #     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
-#     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light and warp stalls
+#     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light, warp stalls, and stall
+#                samples per SASS instruction ($OUT/profile-sass.csv; the report is kept too)
 # One device call does a run:
 #   run(command="bash scripts/gpu.sh run", carry=[".gpu"])
 # Everything is written under /tmp/gpu-out and packed into $OUT/results.tar.gz at the end (the
@@ -59,7 +60,7 @@ tune() {
            127,129,255 4096,7168,2048 128,24576,1536 64,2112,7168 16,4096,4096 1,4096,14336}; do
     shapes+=(--shape "$s")
   done
-  $deepgemm tune examples/gemm_bf16.dgml "${shapes[@]}" --top "${TUNE_TOP:-6}" \
+  $deepgemm tune examples/gemm_bf16.dgml "${shapes[@]}" --top "${TUNE_TOP:-8}" \
     --json "$OUT/tune.json" 2>&1 | tee "$OUT/tune.log"
 }
 
@@ -69,10 +70,10 @@ profile() {
   ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
     --section MemoryWorkloadAnalysis --section SourceCounters --import-source no \
     -k regex:deepgemm_ -o "$OUT/profile" \
-    $deepgemm run examples/gemm_bf16.dgml --no-time 2>&1 | tee "$OUT/profile.log"
-  ncu --import "$OUT/profile.ncu-rep" --page details 2>&1 | tee -a "$OUT/profile.log"
+    $deepgemm run examples/gemm_bf16.dgml --no-time 2>&1 | tee "$OUT/profile.log" || return 1
+  ncu --import "$OUT/profile.ncu-rep" --page details 2>&1 | tee -a "$OUT/profile.log" || return 1
   ncu --import "$OUT/profile.ncu-rep" --page source --print-source sass --csv \
-    >"$OUT/profile-sass.csv" 2>&1 || echo "(no source page from this ncu)" | tee -a "$OUT/profile.log"
+    >"$OUT/profile-sass.csv" 2>&1 || { echo "ncu printed no source page" | tee -a "$OUT/profile.log"; return 1; }
 }
 
 case "${1:-}" in

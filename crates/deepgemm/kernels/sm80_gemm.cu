@@ -178,8 +178,8 @@ struct TileCopy {
     for (int p = 0; p < PASSES; ++p) {
       if (p < first || p >= last) continue;  // resolved at compile time
       const int bytes = p * ROWS_PER_PASS < rows_left ? col_bytes : 0;
-      // Passes are ROWS_PER_PASS rows apart: a multiple of the swizzle's 8-row period keeps
-      // every pass's permutation the thread's first one (the compiler folds it).
+      // Passes are ROWS_PER_PASS rows apart; when that is a multiple of the swizzle's 8-row
+      // period every pass keeps the thread's first permutation and the compiler folds it.
       const unsigned dst =
           dg_staged_offset<ROW_BYTES>(tile_row + p * ROWS_PER_PASS, tile_col_byte);
       dg_cp_async<CHUNK_BYTES>(stage + dst, bytes > 0 ? row_src : base, bytes);

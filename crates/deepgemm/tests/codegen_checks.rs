@@ -186,6 +186,11 @@ fn unsupported_plans_say_why() {
     let reason = unsupported_reason(check_supported(&s, &plan).unwrap_err());
     assert!(reason.contains("accumulator registers"), "{reason}");
 
+    // 96 bf16 of K = 192-byte rows: not a power of two of 16-byte chunks, which the swizzle needs.
+    let plan = sm80_plan(&s, (128, 128, 96), 3, (2, 2));
+    let reason = unsupported_reason(check_supported(&s, &plan).unwrap_err());
+    assert!(reason.contains("XOR swizzle"), "{reason}");
+
     let plan = simt_plan(&s, (128, 128, 8), 3);
     let reason = unsupported_reason(check_supported(&s, &plan).unwrap_err());
     assert!(reason.contains("stages must be 1 or 2"), "{reason}");

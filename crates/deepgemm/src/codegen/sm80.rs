@@ -140,6 +140,16 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             },
         ),
     ] {
+        let row_bytes = layout_cols * elem;
+        let chunks = row_bytes / 16;
+        if super::space::sm80_swizzle(a.dtype) == SmemSwizzle::XorChunks
+            && !(row_bytes.is_multiple_of(16) && chunks >= 2 && chunks.is_power_of_two())
+        {
+            return Err(fail(format!(
+                "the staged {name} tile has rows of {row_bytes} bytes; the XOR swizzle needs a \
+                 power of two of 16-byte chunks (32, 64, 128, ... bytes)"
+            )));
+        }
         if ![4, 8, 16].contains(&bytes) || bytes < elem {
             return Err(fail(format!(
                 "{name} copies of {bytes} bytes: cp.async copies 4, 8 or 16 bytes of whole elements"

@@ -59,7 +59,8 @@ pub struct MmaRate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Latencies {
-    /// Load latencies while every SM streams tiles (what a full grid's cp.async waits for).
+    /// Load latencies, cycles: on a calibrated preset (h200) the loaded figures a full grid's
+    /// cp.async waits for; elsewhere idle pointer-chase figures until someone measures them.
     pub dram_cycles: u32,
     pub l2_cycles: u32,
     pub smem_cycles: u32,
@@ -110,8 +111,8 @@ pub struct Calibration {
     pub dram_efficiency: f64,
     /// Fixed cost of one launch (driver + ramp), microseconds.
     pub launch_overhead_us: f64,
-    /// Cost of a kernel queued right behind another in the same stream (the repack pass ahead
-    /// of the GEMM): only the gap between the two, microseconds.
+    /// Cost of a kernel queued right behind another in the same stream (each operand's repack
+    /// copy ahead of the GEMM): only the gap between the two, microseconds.
     pub queued_launch_us: f64,
     /// Fraction of `l2_bw_gbps` that L2 -> shared-memory copies sustain.
     pub l2_efficiency: f64,
@@ -148,7 +149,7 @@ impl Default for Calibration {
             mma_efficiency_simt: 0.70,
             dram_efficiency: 0.90,
             launch_overhead_us: 3.0,
-            queued_launch_us: 2.0,
+            queued_launch_us: 1.0,
             l2_efficiency: 0.80,
             smem_efficiency: 0.90,
             l2_resident_fraction: 0.50,

@@ -494,7 +494,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     }
     sync.exposed_us = sync_us;
     let repack_us = if mv.repack_dram_bytes > 0.0 {
-        mv.repack_us + cal.queued_launch_us
+        mv.repack_us + cal.queued_launch_us * mv.repack_copies as f64
     } else {
         0.0
     };

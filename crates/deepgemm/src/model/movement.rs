@@ -31,6 +31,8 @@ pub struct Movement {
     pub epilogue_dram_bytes: f64,
     /// The extra pass that copies misaligned operands into an aligned workspace (read + write).
     pub repack_dram_bytes: f64,
+    /// Operands that pass copies: one copy kernel each, queued ahead of the GEMM.
+    pub repack_copies: u32,
     /// Everything above: the `dram_bytes` observable.
     pub dram_bytes: f64,
     /// A and B bytes copied from L2 into shared memory by all blocks.
@@ -160,7 +162,7 @@ pub fn analyze(
     }
     let epilogue_dram_bytes = block_epilogue_bytes * geo.blocks as f64;
 
-    let repack_dram_bytes = repack_bytes(problem, plan);
+    let (repack_dram_bytes, repack_copies) = repack_bytes(problem, plan);
     let dram_bytes = operand_dram_bytes + epilogue_dram_bytes + repack_dram_bytes;
 
     // smem: the copies in, plus the fragment reads of each k-block.
@@ -178,6 +180,7 @@ pub fn analyze(
         operand_dram_bytes,
         epilogue_dram_bytes,
         repack_dram_bytes,
+        repack_copies,
         dram_bytes,
         l2_to_smem_bytes,
         smem_bytes,
@@ -212,19 +215,22 @@ fn fragment_read_bytes(problem: &Problem, plan: &Plan) -> f64 {
 }
 
 /// The repack pass: an operand whose leading dimension breaks the plan's copy width is copied
-/// into an aligned workspace first (read + write), when the plan asks for that.
-fn repack_bytes(problem: &Problem, plan: &Plan) -> f64 {
+/// into an aligned workspace first (read + write), when the plan asks for that. Returns the bytes
+/// and the number of operands copied.
+fn repack_bytes(problem: &Problem, plan: &Plan) -> (f64, u32) {
     if !plan.operands.repack_misaligned {
-        return 0.0;
+        return (0.0, 0);
     }
-    let mut bytes = 0.0;
+    let (mut bytes, mut copies) = (0.0, 0);
     if !problem.a_aligned(plan.operands.a_copy_bytes) {
         bytes += 2.0 * problem.a_bytes();
+        copies += 1;
     }
     if !problem.b_aligned(plan.operands.b_copy_bytes) {
         bytes += 2.0 * problem.b_bytes();
+        copies += 1;
     }
-    bytes
+    (bytes, copies)
 }
 
 #[cfg(test)]

@@ -238,7 +238,8 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
     let slower = p.time_us / w.time_us - 1.0;
     let dram = p.movement.dram_bytes / w.movement.dram_bytes - 1.0;
     let mut dram_noted = false;
-    if slower.abs() < 1e-9 {
+    // Tied as the ranking sees it: the same score (time with any soft-constraint penalty).
+    if c.score_us == winner.score_us {
         let slack =
             |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
         notes.push(match tie_break(winner, c).1 {
@@ -311,7 +312,7 @@ fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
         );
     }
     match (margin, runner_up) {
-        (Some(m), Some(r)) if m.abs() < 1e-9 => {
+        (Some(_), Some(r)) if r.score_us == winner.score_us => {
             let on = match tie_break(winner, r).1 {
                 TieBreak::LatencySlack => "more pipeline stages than its latency needs",
                 TieBreak::DramBytes => "fewer DRAM bytes",

@@ -416,12 +416,13 @@ pub enum TieBreak {
 /// The order of `a` and `b` by the first tie-break that tells them apart, and which one it was.
 pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak) {
     let slack = |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
-    let dram = |c: &Candidate| c.prediction.movement.dram_bytes;
+    // Whole KiB: rounding noise between two ways of counting the same bytes must not decide.
+    let dram_kib = |c: &Candidate| (c.prediction.movement.dram_bytes / 1024.0).round() as i64;
     let by_slack = slack(b).cmp(&slack(a));
     if by_slack.is_ne() {
         return (by_slack, TieBreak::LatencySlack);
     }
-    let by_dram = dram(a).total_cmp(&dram(b));
+    let by_dram = dram_kib(a).cmp(&dram_kib(b));
     if by_dram.is_ne() {
         return (by_dram, TieBreak::DramBytes);
     }
