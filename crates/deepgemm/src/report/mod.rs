@@ -42,7 +42,9 @@ use crate::codegen::space::GENERATED_BACKENDS;
 use crate::hw::{Calibration, Hardware};
 use crate::model::{schedule, Bottleneck, Prediction};
 use crate::plan::{Backend, Plan, Shape, ShapeBucket};
-use crate::search::{bucket_text, tie_break, Candidate, PruneCount, SearchResult, TieBreak};
+use crate::search::{
+    bucket_text, latency_slack, tie_break, Candidate, PruneCount, SearchResult, TieBreak,
+};
 use crate::spec::KernelSpec;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -240,13 +242,11 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
     let mut dram_noted = false;
     // Tied as the ranking sees it: the same score (time with any soft-constraint penalty).
     if c.score_us == winner.score_us {
-        let slack =
-            |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
         notes.push(match tie_break(winner, c).1 {
             TieBreak::LatencySlack => format!(
                 "ties the winner; {} pipeline stage(s) of latency slack vs {}",
-                slack(c),
-                slack(winner)
+                latency_slack(c),
+                latency_slack(winner)
             ),
             TieBreak::DramBytes => {
                 dram_noted = true;

@@ -413,12 +413,16 @@ pub enum TieBreak {
     Label,
 }
 
+/// Pipeline stages a plan has beyond those its load latency needs (negative: too few).
+pub fn latency_slack(c: &Candidate) -> i64 {
+    c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64
+}
+
 /// The order of `a` and `b` by the first tie-break that tells them apart, and which one it was.
 pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak) {
-    let slack = |c: &Candidate| c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64;
     // Whole KiB: rounding noise between two ways of counting the same bytes must not decide.
     let dram_kib = |c: &Candidate| (c.prediction.movement.dram_bytes / 1024.0).round() as i64;
-    let by_slack = slack(b).cmp(&slack(a));
+    let by_slack = latency_slack(b).cmp(&latency_slack(a));
     if by_slack.is_ne() {
         return (by_slack, TieBreak::LatencySlack);
     }
