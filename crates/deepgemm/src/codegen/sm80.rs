@@ -20,6 +20,11 @@ fn is_tf32(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::Tf32)
 }
 
+/// 16-bit tiles are XOR-swizzled (`codegen::space::sm80_swizzle`), the others padded.
+fn is_swizzled(dtype: DType) -> bool {
+    super::space::sm80_swizzle(dtype) == SmemSwizzle::XorChunks
+}
+
 fn mma_k(dtype: DType) -> u32 {
     if is_tf32(dtype) {
         8
@@ -142,7 +147,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
     ] {
         let row_bytes = layout_cols * elem;
         let chunks = row_bytes / 16;
-        if super::space::sm80_swizzle(a.dtype) == SmemSwizzle::XorChunks
+        if is_swizzled(a.dtype)
             && !(row_bytes.is_multiple_of(16) && chunks >= 2 && chunks.is_power_of_two())
         {
             return Err(fail(format!(
@@ -192,10 +197,7 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         ("TF32", is_tf32(input).to_string()),
         ("MMA_INSTRUCTION", mma.to_string()),
-        (
-            "SWIZZLE",
-            (super::space::sm80_swizzle(input) == SmemSwizzle::XorChunks).to_string(),
-        ),
+        ("SWIZZLE", is_swizzled(input).to_string()),
         ("PAD", super::space::sm80_pad_elems(input).to_string()),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
@@ -209,7 +211,7 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     let (t, w) = (plan.tile, plan.warps);
     let dtype = spec.a().dtype;
     let pad = super::space::sm80_pad_elems(dtype);
-    let swizzled = super::space::sm80_swizzle(dtype) == SmemSwizzle::XorChunks;
+    let swizzled = is_swizzled(dtype);
     let staged = |rows: u32, cols: u32| {
         if swizzled {
             format!("[{rows}][{cols}] with 16-byte chunks XOR-swizzled by row")
