@@ -17,6 +17,7 @@ use cudarc::driver::{result, sys};
 use deepgemm::codegen::{GeneratedKernel, KernelArg, WorkspaceRule};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Shape;
+use crate::tensor_map;
 use deepgemm::reference::{operand_geometry, Geometry};
 use deepgemm::spec::{Direction, KernelSpec, Role, ShapeSym};
 use std::ffi::{c_void, CString};
@@ -34,6 +35,9 @@ pub struct LoadedKernel {
     kernel: GeneratedKernel,
     ctx: Arc<cudarc::driver::CudaContext>,
     resources: Resources,
+    /// Clusters (blocks, for a kernel without clusters) the GPU runs at once: a persistent
+    /// kernel's grid.
+    resident_clusters: u32,
 }
 
 impl Gpu {
@@ -67,6 +71,7 @@ impl Gpu {
             kernel: kernel.clone(),
             ctx: self.context().clone(),
             resources: compiled.resources,
+            resident_clusters: 0,
         };
         // SAFETY: the module is live; on failure it is unloaded by the LoadedKernel's drop.
         let function = match unsafe { result::module::get_function(module, entry) } {
@@ -102,7 +107,93 @@ impl Gpu {
             }
             .map_err(driver("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"))?;
         }
+        loaded.resident_clusters = resident_clusters(self, function, kernel)?;
+        if loaded.resident_clusters == 0 {
+            return Err(CudaError::InvalidShape {
+                shape: Shape::new(0, 0, 0),
+                problem: format!(
+                    "kernel `{}` cannot be resident on {}: {} threads, {} bytes of shared memory, \
+                     clusters of {}",
+                    kernel.entry, info.name, kernel.threads, kernel.smem_bytes, kernel.grid.cluster
+                ),
+            });
+        }
         Ok(loaded)
+    }
+}
+
+/// How many clusters of the kernel's cluster size (blocks, when it has none) fit on the GPU at
+/// once, from the driver's occupancy calculator.
+fn resident_clusters(
+    gpu: &Gpu,
+    function: sys::CUfunction,
+    kernel: &GeneratedKernel,
+) -> Result<u32, CudaError> {
+    let cluster = kernel.grid.cluster.max(1);
+    if cluster == 1 {
+        let mut blocks = 0;
+        // SAFETY: the function is live; the pointer is valid for writes.
+        unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut blocks,
+                function,
+                kernel.threads as i32,
+                kernel.smem_bytes as usize,
+            )
+        }
+        .result()
+        .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+        return Ok(blocks.max(0) as u32 * gpu.info().sms);
+    }
+    let mut attribute = cluster_attribute(cluster);
+    let config = launch_config(
+        (cluster * gpu.info().sms, 1, 1),
+        kernel,
+        gpu.stream(),
+        &mut attribute,
+    );
+    let mut clusters = 0;
+    // SAFETY: the function is live; the config and its one attribute outlive the call.
+    unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, function, &config) }
+        .result()
+        .map_err(driver("cuOccupancyMaxActiveClusters"))?;
+    Ok(clusters.max(0) as u32)
+}
+
+fn cluster_attribute(cluster: u32) -> sys::CUlaunchAttribute {
+    // SAFETY: an all-zero attribute is a valid value of this plain C struct.
+    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = cluster;
+    attribute.value.clusterDim.y = 1;
+    attribute.value.clusterDim.z = 1;
+    attribute
+}
+
+/// A `cuLaunchKernelEx` configuration; `attribute` (the cluster shape) is used when the kernel
+/// has clusters.
+fn launch_config(
+    grid: (u32, u32, u32),
+    kernel: &GeneratedKernel,
+    stream: sys::CUstream,
+    attribute: &mut sys::CUlaunchAttribute,
+) -> sys::CUlaunchConfig {
+    let clustered = kernel.grid.cluster > 1;
+    sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: kernel.threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: kernel.smem_bytes,
+        hStream: stream,
+        attrs: if clustered {
+            attribute as *mut _
+        } else {
+            std::ptr::null_mut()
+        },
+        numAttrs: u32::from(clustered),
     }
 }
 
@@ -174,12 +265,13 @@ pub struct LaunchArgs {
 }
 
 /// One value of the parameter buffer.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 enum ArgValue {
     Pointer(sys::CUdeviceptr),
     LeadingDim(i64),
     Extent(i32),
     Param(f32),
+    TensorMap(sys::CUtensorMap),
 }
 
 /// An operand copied to an aligned workspace around the launch.
@@ -271,18 +363,20 @@ impl LoadedKernel {
         for sym in [ShapeSym::M, ShapeSym::N, ShapeSym::K] {
             extent(sym)?;
         }
-        let grid = kernel.grid.grid(shape);
-        let tiles = shape.m.div_ceil(kernel.grid.tile_m.max(1) as u64)
-            * shape.n.div_ceil(kernel.grid.tile_n.max(1) as u64);
-        if tiles > i32::MAX as u64 || grid.1 > 65535 {
+        let (blocks, grid_y, grid_z) = kernel.grid.grid(shape, self.resident_clusters);
+        let tiles = kernel.grid.tiles(shape);
+        if tiles > i32::MAX as u64 || blocks > i32::MAX as u64 || grid_y > 65535 {
             return Err(bad_shape(format!(
-                "needs a grid of {tiles} x {} blocks, beyond the launch limits",
-                grid.1
+                "needs {tiles} output tiles and a grid of {blocks} x {grid_y} blocks, beyond the \
+                 kernel's 32-bit tile index and the launch limits"
             )));
         }
+        let grid = (blocks as u32, grid_y, grid_z);
 
         // Check every operand the kernel takes, and decide which ones to repack.
         let mut operand_ptrs = Vec::new();
+        // Each operand's dtype and geometry as the kernel sees it (after any repack).
+        let mut geometries: Vec<(String, DType, Geometry)> = Vec::new();
         let mut repacks = Vec::new();
         for arg in &kernel.args {
             let KernelArg::Pointer(name) = arg else {
@@ -317,6 +411,7 @@ impl LoadedKernel {
                 && (!is_matrix || pitch.is_multiple_of(required));
             if aligned {
                 operand_ptrs.push((name.clone(), bound.ptr, bound.geometry.ld));
+                geometries.push((name.clone(), bound.dtype, bound.geometry.clone()));
                 continue;
             }
             let width = (bound.geometry.inner() * size) as usize;
@@ -324,6 +419,14 @@ impl LoadedKernel {
             let staged_pitch = (width as u64).next_multiple_of(REPACK_PITCH_ALIGN.max(required));
             let buffer = gpu.alloc(staged_pitch as usize * height)?;
             operand_ptrs.push((name.clone(), buffer.ptr(), staged_pitch / size));
+            geometries.push((
+                name.clone(),
+                bound.dtype,
+                Geometry {
+                    ld: staged_pitch / size,
+                    ..bound.geometry.clone()
+                },
+            ));
             repacks.push(Repack {
                 name: name.clone(),
                 user: bound.ptr,
@@ -382,6 +485,15 @@ impl LoadedKernel {
                 }
                 KernelArg::Workspace => {
                     ArgValue::Pointer(workspace.as_ref().map_or(0, DeviceBuffer::ptr))
+                }
+                KernelArg::TensorMap(map) => {
+                    let (_, ptr, _) = find(&map.operand)
+                        .ok_or_else(|| missing(format!("the operand of `{}`", map.param)))?;
+                    let (_, dtype, geometry) = geometries
+                        .iter()
+                        .find(|(n, _, _)| n == &map.operand)
+                        .ok_or_else(|| missing(format!("the geometry of `{}`", map.operand)))?;
+                    ArgValue::TensorMap(tensor_map::encode(map, *ptr, *dtype, geometry)?)
                 }
             });
         }
@@ -471,24 +583,27 @@ impl Prepared<'_> {
                 ArgValue::LeadingDim(v) => v as *mut i64 as *mut c_void,
                 ArgValue::Extent(v) => v as *mut i32 as *mut c_void,
                 ArgValue::Param(v) => v as *mut f32 as *mut c_void,
+                ArgValue::TensorMap(map) => map as *mut sys::CUtensorMap as *mut c_void,
             })
             .collect();
         let kernel = &self.kernel.kernel;
         gpu.bind()?;
+        let mut attribute = cluster_attribute(kernel.grid.cluster);
+        let config = launch_config(self.grid, kernel, gpu.stream(), &mut attribute);
         // SAFETY: the function is live while `self.kernel` is; `params` points at values of the
-        // exact C types of the kernel's parameters (CUdeviceptr, long long, int, float), in its
-        // argument order, and outlives the call (the driver copies them at launch).
+        // exact C types of the kernel's parameters (CUdeviceptr, long long, int, float, the
+        // 128-byte CUtensorMap), in its argument order, and outlives the call (the driver copies
+        // them at launch); the config's attribute outlives it too.
         unsafe {
-            result::launch_kernel(
+            sys::cuLaunchKernelEx(
+                &config,
                 self.kernel.function,
-                self.grid,
-                (kernel.threads, 1, 1),
-                kernel.smem_bytes,
-                gpu.stream(),
-                &mut params,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
             )
         }
-        .map_err(driver("cuLaunchKernel"))?;
+        .result()
+        .map_err(driver("cuLaunchKernelEx"))?;
         for repack in self.repacks.iter().filter(|r| r.copy_out) {
             gpu.copy_2d(repack.copy_back())?;
         }

@@ -11,6 +11,7 @@ pub mod launch;
 pub mod nvrtc;
 pub mod pitch_copy;
 pub mod runner;
+pub mod tensor_map;
 pub mod timing;
 pub mod tuning;
 

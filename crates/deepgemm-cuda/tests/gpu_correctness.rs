@@ -76,3 +76,33 @@ fn gpu_simt_padded_and_misaligned() {
     cases.extend(padded_and_offset("f32", "f32"));
     check_matrix(&gpu(), Backend::Simt, &cases);
 }
+
+#[test]
+fn gpu_sm90_layouts() {
+    check_matrix(&gpu(), Backend::Sm90, &layouts());
+}
+
+#[test]
+fn gpu_sm90_dtypes() {
+    check_matrix(&gpu(), Backend::Sm90, &half_dtypes());
+}
+
+#[test]
+fn gpu_sm90_shapes() {
+    let reports = check_matrix(&gpu(), Backend::Sm90, &shapes());
+    assert!(reports.iter().all(|r| r.plan.starts_with("sm90")));
+}
+
+#[test]
+fn gpu_sm90_epilogues() {
+    let mut cases = epilogues("bf16");
+    cases.extend(epilogues("f16"));
+    check_matrix(&gpu(), Backend::Sm90, &cases);
+}
+
+#[test]
+fn gpu_sm90_padded_and_misaligned() {
+    let reports = check_matrix(&gpu(), Backend::Sm90, &padded_and_offset("bf16", "bf16"));
+    // TMA needs 16-byte aligned rows: the 2-byte offsets and ld = K+1 must have been repacked.
+    assert!(reports.iter().any(|r| r.repacked.iter().any(|n| n == "A")));
+}

@@ -14,7 +14,7 @@ fn nvrtc_every_gpu_matrix_kernel_builds() {
     nvrtc::version().unwrap_or_else(|e| panic!("this test needs NVRTC: {e}"));
     let mut failures = Vec::new();
     let mut sources = BTreeMap::new();
-    for backend in [Backend::Sm80, Backend::Simt] {
+    for backend in [Backend::Sm90, Backend::Sm80, Backend::Simt] {
         for case in matrix(backend) {
             match kernel(&case, backend) {
                 Ok((_, k)) => {

@@ -323,7 +323,8 @@ pub fn matrix(backend: Backend) -> Vec<Case> {
             cases.extend(padded_and_offset("bf16", "f32"));
             cases.extend(padded_and_offset("f32", "f32"));
         }
-        _ => {
+        Backend::Sm90 => cases.extend(padded_and_offset("bf16", "bf16")),
+        Backend::Sm80 => {
             cases.push(Case::new("tf32", "f32", (17, 33, 65)));
             cases.push(Case::new("tf32", "f32", (1000, 3000, 2000)));
             cases.extend(padded_and_offset("bf16", "bf16"));

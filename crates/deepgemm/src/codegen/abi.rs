@@ -93,6 +93,9 @@ pub(crate) fn cuda_params(spec: &KernelSpec, args: &[KernelArg]) -> String {
             KernelArg::Extent(sym) => format!("int {sym:?}"),
             KernelArg::Param(name) => format!("float {}", param_name(name)),
             KernelArg::Workspace => "void* __restrict__ workspace".to_string(),
+            KernelArg::TensorMap(map) => {
+                format!("const __grid_constant__ dg_tensor_map {}", map.param)
+            }
         }
     };
     let lines: Vec<String> = args.iter().map(|a| format!("    {}", declare(a))).collect();

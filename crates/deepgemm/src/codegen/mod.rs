@@ -10,6 +10,7 @@ mod epilogue;
 mod render;
 mod simt;
 mod sm80;
+pub mod sm90;
 pub mod space;
 
 use crate::dtype::DType;
@@ -55,22 +56,61 @@ pub enum KernelArg {
     /// A `param` of the spec, as f32.
     Param(String),
     Workspace,
+    /// A TMA descriptor of an input (`const __grid_constant__ dg_tensor_map`, 128 bytes), which
+    /// the runtime encodes from the operand's address and geometry after any repack.
+    TensorMap(TensorMapArg),
 }
 
-/// How the launch grid follows from the shape: `grid.x` = ceil(M/tile_m) * ceil(N/tile_n)
-/// (walked in the plan's raster order inside the kernel), `grid.y` = split_k.
+/// How the runtime encodes one tensor map (`cuTensorMapEncodeTiled`): a 2-D view of the operand
+/// with its contiguous dimension first, the box one TMA load fills, and the smem swizzle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorMapArg {
+    /// The spec's operand the map reads.
+    pub operand: String,
+    /// The kernel parameter's name.
+    pub param: String,
+    /// Box extent along the contiguous dimension, and along the other, in elements.
+    pub box_inner: u32,
+    pub box_outer: u32,
+    /// 32, 64 or 128 (bytes of the swizzle span), 0 for none.
+    pub swizzle_bytes: u32,
+}
+
+/// How the launch grid follows from the shape. One block per output tile: `grid.x` =
+/// ceil(M/tile_m) * ceil(N/tile_n) (walked in the plan's raster order inside the kernel),
+/// `grid.y` = split_k. Persistent: as many blocks as can be resident at once (at most one per
+/// output tile, in whole clusters), each looping over tiles with a stride of the grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GridRule {
     pub tile_m: u32,
     pub tile_n: u32,
     pub split_k: u32,
+    pub persistent: bool,
+    /// Blocks per cluster along `grid.x` (1 = no cluster; launched with the cluster attribute).
+    pub cluster: u32,
 }
 
 impl GridRule {
-    pub fn grid(&self, shape: Shape) -> (u32, u32, u32) {
+    /// Output tiles of the shape.
+    pub fn tiles(&self, shape: Shape) -> u64 {
+        shape.m.div_ceil(self.tile_m as u64) * shape.n.div_ceil(self.tile_n as u64)
+    }
+
+    /// The launch grid; `resident_clusters` is how many clusters (blocks, without clusters) the
+    /// GPU can run at once, which bounds a persistent grid.
+    pub fn grid(&self, shape: Shape, resident_clusters: u32) -> (u64, u32, u32) {
+        if !self.persistent {
+            return (self.tiles(shape), self.split_k, 1);
+        }
+        // The kernel pairs cluster blocks on vertically adjacent tiles.
+        let cluster = self.cluster.max(1) as u64;
         let tiles_m = shape.m.div_ceil(self.tile_m as u64);
-        let tiles_n = shape.n.div_ceil(self.tile_n as u64);
-        ((tiles_m * tiles_n) as u32, self.split_k, 1)
+        let cluster_tiles = tiles_m.div_ceil(cluster) * shape.n.div_ceil(self.tile_n as u64);
+        (
+            cluster_tiles.min(resident_clusters.max(1) as u64) * cluster,
+            1,
+            1,
+        )
     }
 }
 
@@ -91,8 +131,7 @@ impl WorkspaceRule {
         match *self {
             WorkspaceRule::None => 0,
             WorkspaceRule::SplitK { split_k } => {
-                let (tiles, _, _) = grid.grid(shape);
-                split_k as u64 * shape.m * shape.n * 4 + tiles as u64 * 4
+                split_k as u64 * shape.m * shape.n * 4 + grid.tiles(shape) * 4
             }
         }
     }
@@ -116,18 +155,25 @@ fn unsupported(backend: Backend, reason: String) -> CodegenError {
     CodegenError::Unsupported { backend, reason }
 }
 
-const NO_GENERATOR: &str = "no generator yet (generated backends: sm80, simt)";
-
 /// Output dtypes the epilogues can store.
 const OUTPUT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
+
+/// For the backends that launch one block per output tile: clusters and a persistent grid are
+/// sm90 features.
+fn require_block_per_tile(backend: Backend, plan: &Plan) -> Result<(), CodegenError> {
+    if plan.cluster_m * plan.cluster_n != 1 || plan.persistent {
+        return Err(unsupported(
+            backend,
+            "clusters and persistent scheduling are sm90 features".to_string(),
+        ));
+    }
+    Ok(())
+}
 
 /// Whether `plan` can be generated for `spec`; the error names the first reason it cannot.
 pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let backend = plan.backend;
     let fail = |reason: String| Err(unsupported(backend, reason));
-    if !space::GENERATED_BACKENDS.contains(&backend) {
-        return fail(NO_GENERATOR.to_string());
-    }
     let tile = plan.tile;
     if tile.m == 0 || tile.n == 0 || tile.k == 0 {
         return fail(format!("empty tile {}x{}x{}", tile.m, tile.n, tile.k));
@@ -137,9 +183,6 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
             "split_k = {} is not implemented (split_k must be 1)",
             plan.split_k
         ));
-    }
-    if plan.cluster_m * plan.cluster_n != 1 || plan.persistent {
-        return fail("clusters and persistent scheduling are sm90 features".to_string());
     }
     if plan.epilogue != EpilogueStrategy::Direct {
         return fail("only the direct (registers -> global) epilogue is implemented".to_string());
@@ -170,7 +213,7 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
     match backend {
         Backend::Sm80 => sm80::check(spec, plan)?,
         Backend::Simt => simt::check(spec, plan)?,
-        Backend::Sm90 => return fail(NO_GENERATOR.to_string()),
+        Backend::Sm90 => sm90::check(spec, plan)?,
     }
     epilogue::epilogue_code(spec)?;
     epilogue::scale_code(spec)?;
@@ -186,13 +229,27 @@ pub fn generate(
 ) -> Result<GeneratedKernel, CodegenError> {
     check_supported(spec, plan)?;
     let workspace = WorkspaceRule::None;
-    let args = abi::kernel_args(spec, workspace);
+    let mut args = abi::kernel_args(spec, workspace);
     let entry = format!(
         "deepgemm_{}_{}",
         abi::ident(&spec.name),
         abi::ident(variant_name)
     );
     let (template_name, template, mut values, described, threads) = match plan.backend {
+        Backend::Sm90 => {
+            args.extend(
+                sm90::tensor_maps(spec, plan)
+                    .into_iter()
+                    .map(KernelArg::TensorMap),
+            );
+            (
+                "sm90_gemm.cu",
+                sm90::TEMPLATE,
+                sm90::values(spec, plan),
+                sm90::describe(spec, plan),
+                plan.warps.threads,
+            )
+        }
         Backend::Sm80 => (
             "sm80_gemm.cu",
             sm80::TEMPLATE,
@@ -200,7 +257,7 @@ pub fn generate(
             sm80::describe(spec, plan),
             plan.warps.threads,
         ),
-        _ => (
+        Backend::Simt => (
             "simt_gemm.cu",
             simt::TEMPLATE,
             simt::values(spec, plan),
@@ -227,8 +284,12 @@ pub fn generate(
         .iter()
         .map(|o| {
             let bytes = match (plan.backend, &o.role) {
-                (Backend::Sm80, crate::spec::Role::A) => plan.operands.a_copy_bytes,
-                (Backend::Sm80, crate::spec::Role::B) => plan.operands.b_copy_bytes,
+                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::A) => {
+                    plan.operands.a_copy_bytes
+                }
+                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::B) => {
+                    plan.operands.b_copy_bytes
+                }
                 _ => o.dtype.size_bytes(),
             };
             (o.name.clone(), bytes)
@@ -245,6 +306,8 @@ pub fn generate(
             tile_m: plan.tile.m,
             tile_n: plan.tile.n,
             split_k: plan.split_k,
+            persistent: plan.persistent,
+            cluster: plan.cluster_m * plan.cluster_n,
         },
         workspace,
         alignment,
@@ -298,6 +361,10 @@ fn header(
             KernelArg::Extent(s) => format!("{s:?}"),
             KernelArg::Param(n) => n.clone(),
             KernelArg::Workspace => "workspace".to_string(),
+            KernelArg::TensorMap(map) => format!(
+                "{} (TMA map of {}, box {}x{})",
+                map.param, map.operand, map.box_inner, map.box_outer
+            ),
         })
         .collect();
     let mut lines = vec![
@@ -316,12 +383,22 @@ fn header(
         epilogue::dgml_expr(&spec.epilogue.expr)
     ));
     lines.extend(described.iter().cloned());
-    lines.push(format!(
-        "grid.x = ceil(M/{}) * ceil(N/{}) output tiles, walked in groups of {} tile rows",
-        plan.tile.m,
-        plan.tile.n,
-        plan.raster.group_m.max(1)
-    ));
+    lines.push(if plan.persistent {
+        format!(
+            "grid.x = resident blocks (at most one per SM); ceil(M/{}) * ceil(N/{}) output tiles \
+             walked with a stride of the grid, in groups of {} tile rows",
+            plan.tile.m,
+            plan.tile.n,
+            plan.raster.group_m.max(1)
+        )
+    } else {
+        format!(
+            "grid.x = ceil(M/{}) * ceil(N/{}) output tiles, walked in groups of {} tile rows",
+            plan.tile.m,
+            plan.tile.n,
+            plan.raster.group_m.max(1)
+        )
+    });
     lines.push(format!("arguments: {}", arg_names.join(", ")));
     lines
         .iter()

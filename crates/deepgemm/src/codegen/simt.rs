@@ -3,7 +3,7 @@
 
 use super::abi::element_type;
 use super::epilogue::scales_of;
-use super::{unsupported, CodegenError};
+use super::{require_block_per_tile, unsupported, CodegenError};
 use crate::dtype::DType;
 use crate::plan::{Backend, Plan};
 use crate::spec::{KernelSpec, Layout};
@@ -25,6 +25,7 @@ fn int_accumulation(spec: &KernelSpec) -> bool {
 }
 
 pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+    require_block_per_tile(Backend::Simt, plan)?;
     let (a, b) = (spec.a(), spec.b());
     for operand in [a, b] {
         if operand.dtype == DType::I32 {

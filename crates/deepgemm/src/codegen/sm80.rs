@@ -2,7 +2,7 @@
 
 use super::abi::element_type;
 use super::epilogue::scales_of;
-use super::{unsupported, CodegenError};
+use super::{require_block_per_tile, unsupported, CodegenError};
 use crate::dtype::DType;
 use crate::plan::{Backend, Plan, SmemSwizzle};
 use crate::spec::{KernelSpec, Layout};
@@ -34,6 +34,7 @@ fn mma_k(dtype: DType) -> u32 {
 }
 
 pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+    require_block_per_tile(Backend::Sm80, plan)?;
     let cc = spec.hardware.compute_capability();
     if cc < 80 {
         return Err(fail(format!(

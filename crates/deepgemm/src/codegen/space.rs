@@ -7,7 +7,7 @@ use crate::plan::{Backend, SmemLayout, SmemSwizzle, Tile};
 use crate::spec::{KernelSpec, Layout};
 
 /// Backends with a working generator. The model can predict others; the search only returns these.
-pub const GENERATED_BACKENDS: [Backend; 2] = [Backend::Sm80, Backend::Simt];
+pub const GENERATED_BACKENDS: [Backend; 3] = [Backend::Sm90, Backend::Sm80, Backend::Simt];
 
 /// How the sm80 kernel stages a row of `dtype`: 16-bit operands (read by ldmatrix) are
 /// XOR-swizzled in 16-byte chunks, which keeps both ldmatrix's 8 row reads and the cp.async writes
@@ -39,7 +39,8 @@ pub fn smem_layout(spec: &KernelSpec, backend: Backend, tile: Tile) -> SmemLayou
     let a = spec.a();
     let b = spec.b();
     match backend {
-        Backend::Sm80 | Backend::Sm90 => {
+        Backend::Sm90 => super::sm90::smem_layout(spec, tile),
+        Backend::Sm80 => {
             let e = a.dtype.size_bytes();
             let pad = sm80_pad_elems(a.dtype);
             // A is staged in its global order: K-major rows of tile.k for `row`, M-major rows of

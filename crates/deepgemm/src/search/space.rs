@@ -172,7 +172,7 @@ fn sm90(spec: &KernelSpec) -> Vec<Plan> {
     let tk = 128 / spec.a().dtype.size_bytes();
     let mut out = Vec::new();
     for tm in [64, 128, 256] {
-        for tn in (16..=256).step_by(16) {
+        for tn in (8..=256).step_by(8) {
             for consumers in [1u32, 2] {
                 let per_consumer = tm / consumers;
                 if per_consumer < 64 || per_consumer % 64 != 0 {

@@ -1,0 +1,367 @@
+// ---------------------------------------------------------------------------------------------
+// sm90 backend: TMA -> mbarrier ring -> wgmma, warp-specialized and persistent (sm_90a only).
+//
+// Warpgroup 0 is the producer: one thread issues the TMA loads of A and B into a ring of STAGES
+// shared-memory stages, each guarded by a `full` mbarrier (the copy engine counts the bytes in)
+// and an `empty` mbarrier (the consumers hand the stage back). Warpgroups 1..CONSUMERS are the
+// consumers: each owns WG_M rows of the TILE_M x TILE_N output tile ("cooperative": they split
+// one tile) and multiplies them with wgmma.m64nNk16 straight from the swizzled stages, keeping
+// one k-tile of wgmmas in flight while it waits for the next stage.
+// The grid is persistent: each block (each cluster of CLUSTER_M blocks) walks the output tiles
+// with a stride of the grid, so the producer fills the ring with the next tile's k-tiles while
+// the consumers run the epilogue of the current one.
+// With CLUSTER_M = 2, the two blocks of a cluster compute vertically adjacent tiles that share
+// their B tile: each block loads half of it and the copy engine multicasts it to both.
+// ---------------------------------------------------------------------------------------------
+
+constexpr int TILE_M = {{TILE_M}};
+constexpr int TILE_N = {{TILE_N}};
+constexpr int TILE_K = {{TILE_K}};        // one 128-byte swizzle row of K per stage
+constexpr int STAGES = {{STAGES}};
+constexpr int CONSUMERS = {{CONSUMERS}};  // consumer warpgroups, each WG_M rows of the tile
+constexpr int CLUSTER_M = {{CLUSTER_M}};  // blocks per cluster, along M, sharing B
+constexpr int GROUP_M = {{GROUP_M}};      // cluster-tile rows per raster group (L2 reuse)
+constexpr int THREADS = 128 * (1 + CONSUMERS);
+constexpr int WG_M = TILE_M / CONSUMERS;
+constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k16 step
+constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64 wgmma
+constexpr int K_STEPS = TILE_K / 16;
+
+constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
+constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
+constexpr bool D_ROW = {{D_ROW}};        // D[M,N] row-major (N contiguous), else col-major
+
+typedef {{IN_TYPE}} Element;  // A and B (16-bit)
+typedef {{D_TYPE}} ElementD;
+static_assert(sizeof(Element) == 2 && TILE_K * sizeof(Element) == 128,
+              "a stage holds one 128-byte swizzle row of K");
+static_assert(WG_M % 64 == 0 && TILE_N % 8 == 0 && TILE_N <= 256, "wgmma is m64nNk16, N <= 256");
+static_assert(A_KMAJOR || WG_M % 64 == 0, "MN-major A is staged in 64-row boxes");
+static_assert(B_KMAJOR || TILE_N % (64 * CLUSTER_M) == 0, "MN-major B is staged in 64-column boxes");
+static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
+              "each block's share of B starts on an 8-row swizzle atom");
+
+// ---- shared memory (codegen::sm90::smem_layout) ---------------------------------------------
+// [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES].
+// The 128-byte swizzle repeats every 8 rows of 128 bytes (1024 bytes): every stage and every
+// TMA box starts on such a boundary, which is what the wgmma descriptors below assume.
+// K-major operand: rows of TILE_K elements (128 bytes), one row per M (or N) index.
+// MN-major operand: boxes of 64 M (or N) elements x TILE_K rows of K, one box after another.
+constexpr int A_STAGE_BYTES = {{A_STAGE_BYTES}};
+constexpr int B_STAGE_BYTES = {{B_STAGE_BYTES}};
+constexpr int MN_BOX_BYTES = 64 * TILE_K * 2;  // one 64-wide box of an MN-major operand
+static_assert(A_STAGE_BYTES == TILE_M * TILE_K * 2 && B_STAGE_BYTES == TILE_N * TILE_K * 2,
+              "stage sizes differ from the plan");
+static_assert(A_STAGE_BYTES % 1024 == 0 && B_STAGE_BYTES % 1024 == 0,
+              "stages keep the 1024-byte swizzle alignment");
+
+// ---- PTX wrappers ---------------------------------------------------------------------------
+struct __align__(64) dg_tensor_map { unsigned long long opaque[16]; };  // a CUtensorMap
+
+__device__ __forceinline__ unsigned dg_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void dg_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
+}
+// Arrives once and adds `bytes` to the transaction count the phase waits for.
+__device__ __forceinline__ void dg_mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void dg_mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+// Arrives on the mbarrier at the same offset in the shared memory of cluster block `rank`.
+// Default (CTA-scope release) semantics: what it orders are this warpgroup's wgmma reads, which
+// `wgmma.wait_group` has completed; a cluster-scope release would cost a GPU-wide fence each time.
+__device__ __forceinline__ void dg_mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+      :: "r"(bar), "r"(rank) : "memory");
+}
+__device__ __forceinline__ void dg_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ unsigned dg_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void dg_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+               ::: "memory");
+}
+// A 2D box of `map` at (inner, outer) into shared memory at `dst`, completing on `bar`; with a
+// multicast mask, into the same offset of every block of the cluster in the mask.
+__device__ __forceinline__ void dg_tma_load(unsigned dst, const dg_tensor_map* map, unsigned bar,
+                                            int inner, int outer) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];\n"
+      :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer) : "memory");
+}
+__device__ __forceinline__ void dg_tma_load_multicast(unsigned dst, const dg_tensor_map* map,
+                                                      unsigned bar, int inner, int outer,
+                                                      unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n"
+      :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void dg_prefetch_tensor_map(const dg_tensor_map* map) {
+  asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
+}
+template <int REGS>
+__device__ __forceinline__ void dg_setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void dg_setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(REGS));
+}
+
+// wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading-dimension
+// byte offset (LBO) and stride-dimension byte offset (SBO), each in 16-byte units.
+// K-major: SBO = 1024 (from one 8-row swizzle atom to the next along M/N); LBO unused.
+// MN-major: LBO = MN_BOX_BYTES (from one 64-element box to the next along M/N), SBO = 1024 (from
+// one 8-row group of K to the next).
+__device__ __forceinline__ unsigned long long dg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) |
+         ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+         ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void dg_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void dg_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int PENDING>
+__device__ __forceinline__ void dg_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across an asynchronous wgmma.
+__device__ __forceinline__ void dg_fence_acc(float (&d)[ACC]) {
+#pragma unroll
+  for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+{{WGMMA}}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
+{{BINDINGS}}
+{{EPILOGUE}}
+
+  extern __shared__ __align__(16) unsigned char dg_smem[];
+  // Dynamic shared memory is only 16-byte aligned by contract: round up (the plan reserves the
+  // slack in its barrier bytes).
+  const unsigned smem = (dg_smem_addr(dg_smem) + 1023u) & ~1023u;
+  const unsigned smem_a = smem;
+  const unsigned smem_b = smem_a + STAGES * A_STAGE_BYTES;
+  const unsigned bars = smem_b + STAGES * B_STAGE_BYTES;
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+
+  const int wg = threadIdx.x / 128;
+  const unsigned rank = CLUSTER_M > 1 ? dg_cluster_rank() : 0u;
+  if (threadIdx.x == 0) {
+    dg_prefetch_tensor_map(&tmap_a);
+    dg_prefetch_tensor_map(&tmap_b);
+    for (int s = 0; s < STAGES; ++s) {
+      dg_mbar_init(full(s), 1);  // the producer's arrive.expect_tx; the bytes do the rest
+      dg_mbar_init(empty(s), CONSUMERS * CLUSTER_M);  // every consumer of every cluster block
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // Every block's barriers must exist before any block's multicast or remote arrive reaches them.
+  if constexpr (CLUSTER_M > 1) {
+    dg_cluster_sync();
+  } else {
+    __syncthreads();
+  }
+
+  const int tiles_m = (M + TILE_M - 1) / TILE_M;
+  const int tiles_n = (N + TILE_N - 1) / TILE_N;
+  const int cluster_rows = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
+  const int cluster_tiles = cluster_rows * tiles_n;
+  const int cluster_id = blockIdx.x / CLUSTER_M;
+  const int clusters = gridDim.x / CLUSTER_M;
+  const int k_tiles = (K + TILE_K - 1) / TILE_K;
+  // Both blocks of a cluster walk the same tiles (the second block's may lie below M: its loads
+  // zero-fill, its stores are masked), so their rings stay in step.
+  auto tile_origin = [&](int cluster_tile, int& m0, int& n0) {
+    int tm, tn;
+    dg_tile_coords<GROUP_M>(cluster_tile, cluster_rows, tiles_n, tm, tn);
+    m0 = (tm * CLUSTER_M + (int)rank) * TILE_M;
+    n0 = tn * TILE_N;
+  };
+
+  if (wg == 0) {
+    // ---- producer ----
+    dg_setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      unsigned phase = 0;
+      for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
+        int m0, n0;
+        tile_origin(ct, m0, n0);
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          // Fresh barriers count as having completed the phase before the first: parity 1 passes.
+          dg_mbar_wait(empty(stage), phase ^ 1);
+          dg_mbar_expect_tx(full(stage), A_STAGE_BYTES + B_STAGE_BYTES);
+          const int k0 = kt * TILE_K;
+          const unsigned a_dst = smem_a + stage * A_STAGE_BYTES;
+          const unsigned b_dst = smem_b + stage * B_STAGE_BYTES;
+          if constexpr (A_KMAJOR) {
+            dg_tma_load(a_dst, &tmap_a, full(stage), k0, m0);
+          } else {
+#pragma unroll
+            for (int box = 0; box < TILE_M / 64; ++box)
+              dg_tma_load(a_dst + box * MN_BOX_BYTES, &tmap_a, full(stage), m0 + 64 * box, k0);
+          }
+          // This block's share of B: all of it, or one half multicast to both cluster blocks.
+          if constexpr (B_KMAJOR) {
+            constexpr int ROWS = TILE_N / CLUSTER_M;
+            const unsigned dst = b_dst + rank * ROWS * TILE_K * 2;
+            if constexpr (CLUSTER_M > 1) {
+              dg_tma_load_multicast(dst, &tmap_b, full(stage), k0, n0 + rank * ROWS,
+                                    (1u << CLUSTER_M) - 1);
+            } else {
+              dg_tma_load(dst, &tmap_b, full(stage), k0, n0);
+            }
+          } else {
+            constexpr int BOXES = TILE_N / 64 / CLUSTER_M;
+#pragma unroll
+            for (int i = 0; i < BOXES; ++i) {
+              const int box = rank * BOXES + i;
+              if constexpr (CLUSTER_M > 1) {
+                dg_tma_load_multicast(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage),
+                                      n0 + 64 * box, k0, (1u << CLUSTER_M) - 1);
+              } else {
+                dg_tma_load(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage), n0 + 64 * box, k0);
+              }
+            }
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    // ---- consumers ----
+    dg_setmaxnreg_inc<{{CONSUMER_REGISTERS}}>();
+    const int consumer = wg - 1;
+    const int t = threadIdx.x % 128;
+    const int warp = t / 32, lane = t % 32;
+    int stage = 0;
+    unsigned phase = 0;
+    float acc[WG_MMAS][ACC];
+
+    // Hands a stage back to the producer of every block of the cluster (one thread per
+    // warpgroup; the count is CONSUMERS x CLUSTER_M).
+    auto release = [&](int s) {
+      if (t == 0) {
+        if constexpr (CLUSTER_M > 1) {
+#pragma unroll
+          for (unsigned r = 0; r < CLUSTER_M; ++r) dg_mbar_arrive_cluster(empty(s), r);
+        } else {
+          dg_mbar_arrive(empty(s));
+        }
+      }
+    };
+
+    for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
+      int m0, n0;
+      tile_origin(ct, m0, n0);
+      int prev_stage = -1;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        dg_mbar_wait(full(stage), phase);
+        const unsigned a_stage = smem_a + stage * A_STAGE_BYTES;
+        const unsigned b_stage = smem_b + stage * B_STAGE_BYTES;
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+        dg_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < K_STEPS; ++ks) {
+          // B: the whole tile; K-major advances 32 bytes per k16 step inside the swizzled row,
+          // MN-major 16 rows of 128 bytes.
+          const unsigned long long desc_b =
+              B_KMAJOR ? dg_desc(b_stage + ks * 32, 16, 1024)
+                       : dg_desc(b_stage + ks * 16 * 128, MN_BOX_BYTES, 1024);
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) {
+            const int row = consumer * WG_M + i * 64;  // this wgmma's first row in the tile
+            const unsigned long long desc_a =
+                A_KMAJOR ? dg_desc(a_stage + row * 128 + ks * 32, 16, 1024)
+                         : dg_desc(a_stage + (row / 64) * MN_BOX_BYTES + ks * 16 * 128,
+                                   MN_BOX_BYTES, 1024);
+            // The first k16 step of a tile overwrites the accumulators (scale-d = 0).
+            dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
+          }
+        }
+        dg_wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+        // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
+        // stage goes back to the producer.
+        dg_wgmma_wait<1>();
+        if (prev_stage >= 0) release(prev_stage);
+        prev_stage = stage;
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      dg_wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+      release(prev_stage);
+
+      // ---- epilogue: the spec's expression on each accumulator, stored from registers ----
+      // wgmma's D fragment: thread (warp, lane) holds rows warp*16 + lane/4 (+8) and columns
+      // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
+      const int g = lane / 4, q = lane % 4;
+      const bool paired = D_ROW && (ldd % 2 == 0) &&
+                          (reinterpret_cast<unsigned long long>(gD) % (2 * sizeof(ElementD)) == 0);
+#pragma unroll
+      for (int i = 0; i < WG_MMAS; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + consumer * WG_M + i * 64 + warp * 16 + g + 8 * h;
+          if (m >= M) continue;
+#pragma unroll
+          for (int j = 0; j < TILE_N / 8; ++j) {
+            const int n = n0 + j * 8 + 2 * q;
+            const float v0 = acc[i][4 * j + 2 * h];
+            const float v1 = acc[i][4 * j + 2 * h + 1];
+            if (D_ROW) {
+              ElementD* out = gD + (long long)m * ldd + n;
+              if (paired && n + 1 < N) {
+                dg_store2(out, epilogue(v0, m, n), epilogue(v1, m, n + 1));
+              } else {
+                if (n < N) dg_store(out, epilogue(v0, m, n));
+                if (n + 1 < N) dg_store(out + 1, epilogue(v1, m, n + 1));
+              }
+            } else {
+              ElementD* out = gD + (long long)n * ldd + m;
+              if (n < N) dg_store(out, epilogue(v0, m, n));
+              if (n + 1 < N) dg_store(out + ldd, epilogue(v1, m, n + 1));
+            }
+          }
+        }
+      }
+    }
+  }
+  // No block may leave while a cluster peer can still multicast into its shared memory or
+  // arrive on its barriers.
+  if constexpr (CLUSTER_M > 1) dg_cluster_sync();
+}

@@ -1,0 +1,309 @@
+//! The sm90 backend: TMA loads into an mbarrier ring, wgmma from swizzled shared memory, a
+//! producer warpgroup and one or two consumer warpgroups, a persistent grid and optional 2-block
+//! clusters that multicast B (`kernels/sm90_gemm.cu`). Hopper only (`sm_90a`).
+
+use super::abi::element_type;
+use super::epilogue::scales_of;
+use super::{unsupported, CodegenError, TensorMapArg};
+use crate::dtype::DType;
+use crate::plan::{Backend, Plan, SmemLayout, SmemSwizzle, Tile};
+use crate::spec::{KernelSpec, Layout, Role};
+
+pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
+
+/// K elements per stage: one 128-byte row of the 128-byte swizzle.
+pub const TILE_K_BYTES: u32 = 128;
+/// The swizzle repeats every 8 rows of 128 bytes; stages and TMA boxes start on this boundary.
+const SWIZZLE_ATOM_BYTES: u32 = 1024;
+/// Elements of an MN-major operand per TMA box (one 128-byte swizzle row).
+const MN_BOX_ELEMS: u32 = 64;
+/// Bytes reserved after the stages: slack to round the dynamic shared memory up to 1024 bytes,
+/// then the full and empty mbarriers (8 bytes each) of up to 64 stages.
+const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 2 * 8 * 64;
+/// Accumulator registers per consumer thread beyond which the consumers would spill.
+const MAX_ACCUMULATORS_PER_THREAD: u32 = 128;
+/// Registers the producer warpgroup keeps after `setmaxnreg.dec`.
+pub const PRODUCER_REGISTERS: u32 = 40;
+/// Global strides and base addresses TMA can read: multiples of 16 bytes.
+pub const TMA_ALIGNMENT_BYTES: u32 = 16;
+
+fn fail(reason: String) -> CodegenError {
+    unsupported(Backend::Sm90, reason)
+}
+
+/// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding).
+pub fn smem_layout(spec: &KernelSpec, tile: Tile) -> SmemLayout {
+    let e = spec.a().dtype.size_bytes();
+    SmemLayout {
+        a_stage_bytes: tile.m * tile.k * e,
+        b_stage_bytes: tile.n * tile.k * e,
+        epilogue_bytes: 0,
+        barrier_bytes: BARRIER_BYTES,
+        swizzle: SmemSwizzle::XorChunks,
+    }
+}
+
+/// Registers each consumer thread may use after `setmaxnreg.inc`: what the register file leaves
+/// once the producer warpgroup is down to `PRODUCER_REGISTERS`, in multiples of 8, at most 240.
+pub fn consumer_registers(consumers: u32, regs_per_sm: u32) -> u32 {
+    let left = regs_per_sm / 128 - PRODUCER_REGISTERS;
+    (left / consumers / 8 * 8).min(240)
+}
+
+fn is_k_major(spec: &KernelSpec, role: Role) -> bool {
+    match role {
+        Role::A => spec.a().layout == Layout::Row,
+        _ => spec.b().layout == Layout::Col,
+    }
+}
+
+pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+    let hw = &spec.hardware;
+    if !(hw.features.wgmma && hw.features.tma) || hw.compute_capability() != 90 {
+        return Err(fail(format!(
+            "needs wgmma and TMA (sm_90a); target {} is {}",
+            hw.name, hw.arch
+        )));
+    }
+    let (a, b) = (spec.a(), spec.b());
+    if a.dtype != b.dtype || !matches!(a.dtype, DType::F16 | DType::Bf16) {
+        return Err(fail(format!(
+            "inputs {} x {}: this generator takes f16 or bf16 for both (fp8 and tf32 are not \
+             generated yet)",
+            a.dtype, b.dtype
+        )));
+    }
+    if spec.accumulate != DType::F32 {
+        return Err(fail(format!(
+            "accumulate {} is not supported (wgmma accumulates in f32 here)",
+            spec.accumulate
+        )));
+    }
+    if let Some(scale) = scales_of(spec, a).first().or(scales_of(spec, b).first()) {
+        return Err(fail(format!(
+            "scale operand `{}` needs the simt backend",
+            scale.name
+        )));
+    }
+    let (tile, warps) = (plan.tile, plan.warps);
+    if tile.k * a.dtype.size_bytes() != TILE_K_BYTES {
+        return Err(fail(format!(
+            "TILE_K = {} must fill one 128-byte swizzle row ({} elements)",
+            tile.k,
+            TILE_K_BYTES / a.dtype.size_bytes()
+        )));
+    }
+    let consumers = warps.warps_m;
+    if warps.producer_warpgroups != 1
+        || warps.warps_n != 1
+        || !(1..=2).contains(&consumers)
+        || warps.threads != 128 * (1 + consumers)
+    {
+        return Err(fail(format!(
+            "the kernel runs one producer and 1 or 2 consumer warpgroups stacked along M; the \
+             plan has {}x{} consumers, {} producers, {} threads",
+            warps.warps_m, warps.warps_n, warps.producer_warpgroups, warps.threads
+        )));
+    }
+    let wg_m = tile.m / consumers;
+    if !tile.m.is_multiple_of(consumers) || wg_m % 64 != 0 || tile.m > 256 {
+        return Err(fail(format!(
+            "TILE_M = {} over {consumers} consumers must give 64 or 128 rows each (wgmma is m64)",
+            tile.m
+        )));
+    }
+    if tile.n % 8 != 0 || tile.n == 0 || tile.n > 256 {
+        return Err(fail(format!(
+            "TILE_N = {} must be a multiple of 8 up to 256 (wgmma n)",
+            tile.n
+        )));
+    }
+    let accumulators = wg_m * tile.n / 128;
+    if accumulators > MAX_ACCUMULATORS_PER_THREAD {
+        return Err(fail(format!(
+            "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread; \
+             at most {MAX_ACCUMULATORS_PER_THREAD}",
+            tile.n
+        )));
+    }
+    if plan.stages < 2 {
+        return Err(fail(format!(
+            "the TMA ring needs at least 2 stages, got {}",
+            plan.stages
+        )));
+    }
+    if !plan.persistent {
+        return Err(fail("the sm90 kernel is persistent".to_string()));
+    }
+    let cluster = plan.cluster_m;
+    if plan.cluster_n != 1 || !(1..=2).contains(&cluster) {
+        return Err(fail(format!(
+            "clusters are 1x1 or 2x1 (blocks along M share B); the plan has {}x{}",
+            plan.cluster_m, plan.cluster_n
+        )));
+    }
+    if cluster > 1 && !hw.features.clusters {
+        return Err(fail(format!("{} has no thread-block clusters", hw.name)));
+    }
+    let b_share_ok = if is_k_major(spec, Role::B) {
+        (tile.n / cluster) % 8 == 0
+    } else {
+        tile.n % (MN_BOX_ELEMS * cluster) == 0
+    };
+    if !b_share_ok {
+        return Err(fail(format!(
+            "TILE_N = {} cannot be split into {cluster} shares of B that start on a swizzle atom \
+             ({})",
+            tile.n,
+            if is_k_major(spec, Role::B) {
+                "8-row multiples when K-major"
+            } else {
+                "64-column boxes when N-major"
+            }
+        )));
+    }
+    if plan.operands.a_copy_bytes != TMA_ALIGNMENT_BYTES
+        || plan.operands.b_copy_bytes != TMA_ALIGNMENT_BYTES
+        || !plan.operands.repack_misaligned
+    {
+        return Err(fail(format!(
+            "TMA reads 16-byte aligned rows: operands must declare 16-byte copies and repack \
+             misaligned inputs (plan: {:?})",
+            plan.operands
+        )));
+    }
+    Ok(())
+}
+
+/// The tensor maps the kernel takes (after its other arguments): one per input, with the box
+/// one TMA load fills.
+pub(crate) fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
+    let (tile, cluster) = (plan.tile, plan.cluster_m);
+    let a_box = if is_k_major(spec, Role::A) {
+        (tile.k, tile.m)
+    } else {
+        (MN_BOX_ELEMS, tile.k)
+    };
+    let b_box = if is_k_major(spec, Role::B) {
+        (tile.k, tile.n / cluster)
+    } else {
+        (MN_BOX_ELEMS, tile.k)
+    };
+    [(spec.a(), "tmap_a", a_box), (spec.b(), "tmap_b", b_box)]
+        .into_iter()
+        .map(|(operand, param, (inner, outer))| TensorMapArg {
+            operand: operand.name.clone(),
+            param: param.to_string(),
+            box_inner: inner,
+            box_outer: outer,
+            swizzle_bytes: TILE_K_BYTES,
+        })
+        .collect()
+}
+
+pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
+    let input = spec.a().dtype;
+    let consumers = plan.warps.warps_m;
+    vec![
+        ("TILE_M", plan.tile.m.to_string()),
+        ("TILE_N", plan.tile.n.to_string()),
+        ("TILE_K", plan.tile.k.to_string()),
+        ("STAGES", plan.stages.to_string()),
+        ("CONSUMERS", consumers.to_string()),
+        ("CLUSTER_M", plan.cluster_m.to_string()),
+        ("GROUP_M", plan.raster.group_m.max(1).to_string()),
+        ("A_KMAJOR", is_k_major(spec, Role::A).to_string()),
+        ("B_KMAJOR", is_k_major(spec, Role::B).to_string()),
+        ("D_ROW", (spec.d().layout == Layout::Row).to_string()),
+        ("IN_TYPE", element_type(input).to_string()),
+        ("D_TYPE", element_type(spec.d().dtype).to_string()),
+        ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
+        ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
+        (
+            "CONSUMER_REGISTERS",
+            consumer_registers(consumers, spec.hardware.regs_per_sm).to_string(),
+        ),
+        ("WGMMA", wgmma_wrapper(spec, plan.tile.n)),
+    ]
+}
+
+/// `dg_wgmma(d, desc_a, desc_b, scale_d)`: one `wgmma.mma_async` m64nNk16 with both operands
+/// in shared memory; its N/2 accumulator registers are spelled out, as PTX requires.
+fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
+    let dtype = match spec.a().dtype {
+        DType::F16 => "f16",
+        _ => "bf16",
+    };
+    let regs = n / 2;
+    let d_list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+    let outputs: Vec<String> = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect();
+    let trans = |role| u32::from(!is_k_major(spec, role));
+    let mut out = String::from(
+        "// d (+)= A(desc_a) x B(desc_b) for one m64 slice; scale_d = 0 overwrites d.\n",
+    );
+    out += "__device__ __forceinline__ void dg_wgmma(float (&d)[ACC], unsigned long long desc_a,\n";
+    out += "                                         unsigned long long desc_b, int scale_d) {\n";
+    out += "  asm volatile(\n";
+    out += "      \"{\\n .reg .pred p;\\n\"\n";
+    out += &format!("      \" setp.ne.b32 p, %{}, 0;\\n\"\n", regs + 2);
+    out += &format!(
+        "      \" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}\"\n"
+    );
+    let reg_lines: Vec<String> = d_list.chunks(16).map(|c| c.join(", ")).collect();
+    out += &format!("      \" {{{}}}, \"\n", reg_lines.join(",\"\n      \" "));
+    out += &format!(
+        "      \" %{}, %{}, p, 1, 1, {}, {};\\n}}\\n\"\n",
+        regs,
+        regs + 1,
+        trans(Role::A),
+        trans(Role::B)
+    );
+    out += "      : ";
+    for (i, chunk) in outputs.chunks(8).enumerate() {
+        if i > 0 {
+            out += ",\n        ";
+        }
+        out += &chunk.join(", ");
+    }
+    out += "\n      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));\n}";
+    out
+}
+
+/// Plan-specific lines of the header comment.
+pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
+    let (t, consumers) = (plan.tile, plan.warps.warps_m);
+    let major = |role| if is_k_major(spec, role) { "K-major" } else { "MN-major" };
+    let stage_bytes = plan.smem.a_stage_bytes + plan.smem.b_stage_bytes;
+    vec![
+        format!(
+            "stage ring: {} x {:.1} KiB = {:.1} KiB, 128-byte swizzle; A tile {}x{} {}, B tile {}x{} {}",
+            plan.stages,
+            stage_bytes as f64 / 1024.0,
+            plan.smem_bytes() as f64 / 1024.0,
+            t.m,
+            t.k,
+            major(Role::A),
+            t.k,
+            t.n,
+            major(Role::B)
+        ),
+        format!(
+            "copies: TMA through tensor maps, out-of-bounds boxes zero-filled{}",
+            if plan.cluster_m > 1 {
+                format!("; B multicast over a {}x1 cluster", plan.cluster_m)
+            } else {
+                String::new()
+            }
+        ),
+        format!(
+            "threads: {} = 1 producer warpgroup ({PRODUCER_REGISTERS} registers) + {consumers} \
+             consumer warpgroup(s) ({} registers), {} rows each as wgmma.m64n{}k16",
+            plan.warps.threads,
+            consumer_registers(consumers, spec.hardware.regs_per_sm),
+            t.m / consumers,
+            t.n
+        ),
+        "schedule: persistent, one block per SM walking the tiles with a stride of the grid"
+            .to_string(),
+    ]
+}
