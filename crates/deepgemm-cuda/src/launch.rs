@@ -558,6 +558,11 @@ fn check_operand(
 }
 
 impl Prepared<'_> {
+    /// The launch grid, in blocks.
+    pub fn grid(&self) -> (u32, u32, u32) {
+        self.grid
+    }
+
     /// Names of the operands that are repacked around each launch.
     pub fn repacked(&self) -> Vec<&str> {
         self.repacks.iter().map(|r| r.name.as_str()).collect()

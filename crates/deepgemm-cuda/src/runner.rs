@@ -49,6 +49,9 @@ pub struct RunReport {
     pub sampled: bool,
     /// Operands the launcher copied to an aligned workspace.
     pub repacked: Vec<String>,
+    /// The launch grid (blocks) and the blocks per cluster.
+    pub grid: (u32, u32, u32),
+    pub cluster: u32,
     pub resources: Resources,
     pub from_cache: bool,
     /// Median of the timed runs, when timed.
@@ -213,6 +216,8 @@ pub fn run(
         checked_elements: check.checked,
         sampled: check.sampled,
         repacked: prepared.repacked().into_iter().map(String::from).collect(),
+        grid: prepared.grid(),
+        cluster: kernel.grid.cluster.max(1),
         resources: loaded.resources(),
         from_cache,
         time_us,

@@ -129,6 +129,16 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 format!("; repacked {}", report.repacked.join(", "))
             }
         );
+        let (gx, gy, gz) = report.grid;
+        println!(
+            "launch    grid {gx}x{gy}x{gz}{}, {} threads per block",
+            if report.cluster > 1 {
+                format!(" ({} clusters of {})", gx / report.cluster, report.cluster)
+            } else {
+                String::new()
+            },
+            kernel.threads
+        );
         if let (Some(us), Some(tflops)) = (report.time_us, report.tflops) {
             println!(
                 "time      {us:.1} us, {tflops:.1} TFLOP/s ({:.0}% of this shape's roofline {:.0})",
