@@ -7,7 +7,8 @@ mod gpu_support;
 
 use deepgemm::plan::Backend;
 use gpu_support::{
-    check_matrix, epilogues, gpu, half_dtypes, layouts, padded_and_offset, shapes, Case,
+    check_matrix, epilogues, gpu, half_dtypes, layouts, padded_and_offset, shapes, sm90_schedules,
+    Case,
 };
 
 #[test]
@@ -105,4 +106,11 @@ fn gpu_sm90_padded_and_misaligned() {
     let reports = check_matrix(&gpu(), Backend::Sm90, &padded_and_offset("bf16", "bf16"));
     // TMA needs 16-byte aligned rows: the 2-byte offsets and ld = K+1 must have been repacked.
     assert!(reports.iter().any(|r| r.repacked.iter().any(|n| n == "A")));
+}
+
+#[test]
+fn gpu_sm90_schedules() {
+    let reports = check_matrix(&gpu(), Backend::Sm90, &sm90_schedules());
+    assert!(reports.iter().any(|r| r.plan.contains(" pp")));
+    assert!(reports.iter().any(|r| !r.plan.contains(" c2x1")));
 }

@@ -4,9 +4,15 @@
 // Warpgroup 0 is the producer: one thread issues the TMA loads of A and B into a ring of STAGES
 // shared-memory stages, each guarded by a `full` mbarrier (the copy engine counts the bytes in)
 // and an `empty` mbarrier (the consumers hand the stage back). Warpgroups 1..CONSUMERS are the
-// consumers: each owns WG_M rows of the TILE_M x TILE_N output tile ("cooperative": they split
-// one tile) and multiplies them with wgmma.m64nNk16 straight from the swizzled stages, keeping
-// one k-tile of wgmmas in flight while it waits for the next stage.
+// consumers, which multiply with wgmma.m64nNk16 straight from the swizzled stages, keeping one
+// k-tile of wgmmas in flight while they wait for the next stage. Two schedules:
+// - cooperative: the consumers split each TILE_M x TILE_N tile, WG_M rows each;
+// - ping-pong: each consumer computes whole tiles, the two taking turns (tiles 0, 2, 4, ... and
+//   1, 3, 5, ...). The ring holds the k-tiles in tile order, so one consumer's epilogue runs while
+//   the other's main loop keeps the tensor cores busy. Main loops take turns through two `turn`
+//   mbarriers: a consumer starts its tile's main loop once the other has issued its last one, so
+//   every stage it then waits on is at most one phase ahead of its barrier (parity waits cannot
+//   tell phases two apart).
 // The grid is persistent: each block (each cluster of CLUSTER_M blocks) walks the output tiles
 // with a stride of the grid, so the producer fills the ring with the next tile's k-tiles while
 // the consumers run the epilogue of the current one.
@@ -18,11 +24,14 @@ constexpr int TILE_M = {{TILE_M}};
 constexpr int TILE_N = {{TILE_N}};
 constexpr int TILE_K = {{TILE_K}};        // one 128-byte swizzle row of K per stage
 constexpr int STAGES = {{STAGES}};
-constexpr int CONSUMERS = {{CONSUMERS}};  // consumer warpgroups, each WG_M rows of the tile
+constexpr int CONSUMERS = {{CONSUMERS}};  // consumer warpgroups
+constexpr bool PINGPONG = {{PINGPONG}};   // consumers alternate whole tiles (else split them)
 constexpr int CLUSTER_M = {{CLUSTER_M}};  // blocks per cluster, along M, sharing B
 constexpr int GROUP_M = {{GROUP_M}};      // cluster-tile rows per raster group (L2 reuse)
 constexpr int THREADS = 128 * (1 + CONSUMERS);
-constexpr int WG_M = TILE_M / CONSUMERS;
+constexpr int WG_M = PINGPONG ? TILE_M : TILE_M / CONSUMERS;  // rows of a tile per consumer
+constexpr int TILE_STRIDE = PINGPONG ? CONSUMERS : 1;  // a consumer's tiles, in ring order
+constexpr int STAGE_READERS = PINGPONG ? 1 : CONSUMERS;  // consumers that read each stage
 constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k16 step
 constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64 wgmma
 constexpr int K_STEPS = TILE_K / 16;
@@ -30,6 +39,9 @@ constexpr int K_STEPS = TILE_K / 16;
 constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
 constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
 constexpr bool D_ROW = {{D_ROW}};        // D[M,N] row-major (N contiguous), else col-major
+// Row-major D goes through a small shared-memory buffer per warp so that global stores are whole
+// 16-byte pieces of rows (a warp writes full 128-byte lines) instead of 4-byte pieces of 8 rows.
+constexpr bool STAGED_EPILOGUE = {{STAGED_EPILOGUE}};
 
 typedef {{IN_TYPE}} Element;  // A and B (16-bit)
 typedef {{D_TYPE}} ElementD;
@@ -42,7 +54,8 @@ static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
               "each block's share of B starts on an 8-row swizzle atom");
 
 // ---- shared memory (codegen::sm90::smem_layout) ---------------------------------------------
-// [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES].
+// [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES] |
+// turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, one per consumer warp.
 // The 128-byte swizzle repeats every 8 rows of 128 bytes (1024 bytes): every stage and every
 // TMA box starts on such a boundary, which is what the wgmma descriptors below assume.
 // K-major operand: rows of TILE_K elements (128 bytes), one row per M (or N) index.
@@ -54,6 +67,15 @@ static_assert(A_STAGE_BYTES == TILE_M * TILE_K * 2 && B_STAGE_BYTES == TILE_N * 
               "stage sizes differ from the plan");
 static_assert(A_STAGE_BYTES % 1024 == 0 && B_STAGE_BYTES % 1024 == 0,
               "stages keep the 1024-byte swizzle alignment");
+static_assert((2 * STAGES + 2) * 8 <= 1024, "the barriers fit their 1024 bytes");
+// Staged epilogue: each consumer warp's 16 rows of an m64 slice, EPI_N columns at a time.
+constexpr int EPI_N = 64;
+constexpr int EPI_ROW_BYTES = EPI_N * (int)sizeof(ElementD);  // 128 (16-bit D) or 256 (f32)
+constexpr int EPI_WARP_BYTES = 16 * EPI_ROW_BYTES;
+constexpr int EPI_CHUNKS = EPI_ROW_BYTES / 16;  // 16-byte pieces per staged row
+constexpr int EPI_ELEMS = 16 / (int)sizeof(ElementD);  // elements per 16-byte piece
+static_assert({{EPILOGUE_BYTES}} == (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BYTES : 0),
+              "epilogue buffers differ from the plan");
 
 // ---- PTX wrappers ---------------------------------------------------------------------------
 struct __align__(64) dg_tensor_map { unsigned long long opaque[16]; };  // a CUtensorMap
@@ -116,6 +138,33 @@ __device__ __forceinline__ void dg_tma_load_multicast(unsigned dst, const dg_ten
       ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n"
       :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask) : "memory");
 }
+__device__ __forceinline__ void dg_st_shared(unsigned addr, unsigned v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void dg_st_shared(unsigned addr, float v0, float v1) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(addr), "f"(v0), "f"(v1) : "memory");
+}
+__device__ __forceinline__ uint4 dg_ld_shared_16(unsigned addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+// Two adjacent outputs, converted to D, into a staged-epilogue buffer (overloaded on D's type).
+__device__ __forceinline__ void dg_stage_pair(const float*, unsigned at, float v0, float v1) {
+  dg_st_shared(at, v0, v1);
+}
+__device__ __forceinline__ void dg_stage_pair(const dg_bf16*, unsigned at, float v0, float v1) {
+  dg_st_shared(at, (unsigned)dg_bf16_bits(v0) | ((unsigned)dg_bf16_bits(v1) << 16));
+}
+__device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float v0, float v1) {
+  dg_st_shared(at, (unsigned)dg_f16_bits(v0) | ((unsigned)dg_f16_bits(v1) << 16));
+}
+// Byte offset of byte `b` of row `r` in a staged-epilogue buffer: 16-byte pieces XOR-permuted by
+// r % 8, so the 8 rows a fragment store touches at once fall in distinct banks.
+__device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
+  return r * EPI_ROW_BYTES + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
+}
 __device__ __forceinline__ void dg_prefetch_tensor_map(const dg_tensor_map* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
 }
@@ -168,6 +217,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   const unsigned bars = smem_b + STAGES * B_STAGE_BYTES;
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+  auto turn = [&](int c) { return bars + 8u * (2 * STAGES + c); };  // consumer c may start
+  const unsigned epi_buffers = bars + 1024;
 
   const int wg = threadIdx.x / 128;
   const unsigned rank = CLUSTER_M > 1 ? dg_cluster_rank() : 0u;
@@ -176,7 +227,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     dg_prefetch_tensor_map(&tmap_b);
     for (int s = 0; s < STAGES; ++s) {
       dg_mbar_init(full(s), 1);  // the producer's arrive.expect_tx; the bytes do the rest
-      dg_mbar_init(empty(s), CONSUMERS * CLUSTER_M);  // every consumer of every cluster block
+      dg_mbar_init(empty(s), STAGE_READERS * CLUSTER_M);  // its readers in every cluster block
+    }
+    if constexpr (PINGPONG) {
+      dg_mbar_init(turn(0), 1);
+      dg_mbar_init(turn(1), 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -262,12 +317,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int consumer = wg - 1;
     const int t = threadIdx.x % 128;
     const int warp = t / 32, lane = t % 32;
-    int stage = 0;
-    unsigned phase = 0;
+    const int first_row = PINGPONG ? 0 : consumer * WG_M;  // this consumer's rows of a tile
+    unsigned turn_phase = 0;  // ping-pong: parity of this consumer's next wait on turn()
     float acc[WG_MMAS][ACC];
 
     // Hands a stage back to the producer of every block of the cluster (one thread per
-    // warpgroup; the count is CONSUMERS x CLUSTER_M).
+    // warpgroup; the count is STAGE_READERS x CLUSTER_M).
     auto release = [&](int s) {
       if (t == 0) {
         if constexpr (CLUSTER_M > 1) {
@@ -279,10 +334,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
     };
 
-    for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
+    // The block's tiles are numbered 0, 1, ... in ring order (tile i is cluster tile
+    // cluster_id + i * clusters); this consumer takes every TILE_STRIDE-th from its own.
+    for (long long tile = PINGPONG ? consumer : 0; cluster_id + tile * clusters < cluster_tiles;
+         tile += TILE_STRIDE) {
       int m0, n0;
-      tile_origin(ct, m0, n0);
+      tile_origin((int)(cluster_id + tile * clusters), m0, n0);
+      // Where this tile's first k-tile sits in the ring (the other consumer's tiles in between).
+      const long long first_k_tile = tile * k_tiles;
+      int stage = (int)(first_k_tile % STAGES);
+      unsigned phase = (unsigned)((first_k_tile / STAGES) & 1);
       int prev_stage = -1;
+      if (PINGPONG && tile > 0) {
+        dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
+        turn_phase ^= 1;
+      }
       for (int kt = 0; kt < k_tiles; ++kt) {
         dg_mbar_wait(full(stage), phase);
         const unsigned a_stage = smem_a + stage * A_STAGE_BYTES;
@@ -299,7 +365,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                        : dg_desc(b_stage + ks * 16 * 128, MN_BOX_BYTES, 1024);
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) {
-            const int row = consumer * WG_M + i * 64;  // this wgmma's first row in the tile
+            const int row = first_row + i * 64;  // this wgmma's first row in the tile
             const unsigned long long desc_a =
                 A_KMAJOR ? dg_desc(a_stage + row * 128 + ks * 32, 16, 1024)
                          : dg_desc(a_stage + (row / 64) * MN_BOX_BYTES + ks * 16 * 128,
@@ -309,6 +375,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         }
         dg_wgmma_commit();
+        if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
+          // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
+          dg_mbar_arrive(turn(1 - consumer));
+        }
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
         // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
@@ -326,35 +396,86 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
       release(prev_stage);
 
-      // ---- epilogue: the spec's expression on each accumulator, stored from registers ----
+      // ---- epilogue: the spec's expression on each accumulator ----
       // wgmma's D fragment: thread (warp, lane) holds rows warp*16 + lane/4 (+8) and columns
       // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
       const int g = lane / 4, q = lane % 4;
-      const bool paired = D_ROW && (ldd % 2 == 0) &&
-                          (reinterpret_cast<unsigned long long>(gD) % (2 * sizeof(ElementD)) == 0);
+      if constexpr (STAGED_EPILOGUE) {
+        // Per m64 slice and EPI_N columns: the warp writes its 16 x EPI_N results (the spec's
+        // expression applied, converted to D) into its buffer, then reads them back as 16-byte
+        // pieces of rows and stores those: 8 (or 16) lanes per 128-byte (256-byte) row.
+        const unsigned buf = epi_buffers + (consumer * 4 + warp) * EPI_WARP_BYTES;
+        const bool wide = (reinterpret_cast<unsigned long long>(gD) % 16 == 0) &&
+                          ((ldd * (long long)sizeof(ElementD)) % 16 == 0);
 #pragma unroll
-      for (int i = 0; i < WG_MMAS; ++i) {
+        for (int i = 0; i < WG_MMAS; ++i) {
+          const int row0 = m0 + first_row + i * 64 + warp * 16;  // the warp's first row
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m = m0 + consumer * WG_M + i * 64 + warp * 16 + g + 8 * h;
-          if (m >= M) continue;
+          for (int c0 = 0; c0 < TILE_N; c0 += EPI_N) {
 #pragma unroll
-          for (int j = 0; j < TILE_N / 8; ++j) {
-            const int n = n0 + j * 8 + 2 * q;
-            const float v0 = acc[i][4 * j + 2 * h];
-            const float v1 = acc[i][4 * j + 2 * h + 1];
-            if (D_ROW) {
-              ElementD* out = gD + (long long)m * ldd + n;
-              if (paired && n + 1 < N) {
-                dg_store2(out, epilogue(v0, m, n), epilogue(v1, m, n + 1));
-              } else {
-                if (n < N) dg_store(out, epilogue(v0, m, n));
-                if (n + 1 < N) dg_store(out + 1, epilogue(v1, m, n + 1));
+            for (int j = c0 / 8; j < (c0 + EPI_N < TILE_N ? c0 + EPI_N : TILE_N) / 8; ++j) {
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int r = g + 8 * h, m = row0 + r;
+                const int n = n0 + j * 8 + 2 * q;
+                // Outside D the expression is not evaluated (it may read C or a vector there).
+                const float v0 = (m < M && n < N) ? epilogue(acc[i][4 * j + 2 * h], m, n) : 0.0f;
+                const float v1 =
+                    (m < M && n + 1 < N) ? epilogue(acc[i][4 * j + 2 * h + 1], m, n + 1) : 0.0f;
+                const unsigned at =
+                    buf + dg_epi_offset(r, (j * 8 - c0 + 2 * q) * (int)sizeof(ElementD));
+                dg_stage_pair((const ElementD*)nullptr, at, v0, v1);
               }
-            } else {
-              ElementD* out = gD + (long long)n * ldd + m;
-              if (n < N) dg_store(out, epilogue(v0, m, n));
-              if (n + 1 < N) dg_store(out + ldd, epilogue(v1, m, n + 1));
+            }
+            __syncwarp();
+#pragma unroll
+            for (int p = lane; p < 16 * EPI_CHUNKS; p += 32) {
+              const int r = p / EPI_CHUNKS, piece = p % EPI_CHUNKS;
+              const int m = row0 + r;
+              const int n = n0 + c0 + piece * EPI_ELEMS;
+              if (m >= M || piece * EPI_ELEMS >= TILE_N - c0 || n >= N) continue;
+              const uint4 v = dg_ld_shared_16(buf + dg_epi_offset(r, piece * 16));
+              ElementD* out = gD + (long long)m * ldd + n;
+              if (wide && n + EPI_ELEMS <= N) {
+                *reinterpret_cast<uint4*>(out) = v;
+              } else {
+                __align__(16) ElementD parts[EPI_ELEMS];
+                *reinterpret_cast<uint4*>(parts) = v;
+#pragma unroll
+                for (int e = 0; e < EPI_ELEMS; ++e)
+                  if (n + e < N) out[e] = parts[e];
+              }
+            }
+            __syncwarp();  // the buffer is rewritten by the next chunk
+          }
+        }
+      } else {
+        const bool paired = D_ROW && (ldd % 2 == 0) &&
+                            (reinterpret_cast<unsigned long long>(gD) % (2 * sizeof(ElementD)) == 0);
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int m = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
+            if (m >= M) continue;
+#pragma unroll
+            for (int j = 0; j < TILE_N / 8; ++j) {
+              const int n = n0 + j * 8 + 2 * q;
+              const float v0 = acc[i][4 * j + 2 * h];
+              const float v1 = acc[i][4 * j + 2 * h + 1];
+              if (D_ROW) {
+                ElementD* out = gD + (long long)m * ldd + n;
+                if (paired && n + 1 < N) {
+                  dg_store2(out, epilogue(v0, m, n), epilogue(v1, m, n + 1));
+                } else {
+                  if (n < N) dg_store(out, epilogue(v0, m, n));
+                  if (n + 1 < N) dg_store(out + 1, epilogue(v1, m, n + 1));
+                }
+              } else {
+                ElementD* out = gD + (long long)n * ldd + m;
+                if (n < N) dg_store(out, epilogue(v0, m, n));
+                if (n + 1 < N) dg_store(out + ldd, epilogue(v1, m, n + 1));
+              }
             }
           }
         }

@@ -55,13 +55,36 @@ pub struct Tile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WarpLayout {
     /// sm80/simt: warps along M and N, each owning a (tile.m / warps_m) x (tile.n / warps_n)
-    /// sub-tile. sm90: consumer warpgroups along M and N.
+    /// sub-tile. sm90: the consumer warpgroups that split one tile, along M and N (see
+    /// [`WarpLayout::pingpong`]).
     pub warps_m: u32,
     pub warps_n: u32,
     /// sm90 only: a dedicated producer warpgroup issues TMA (0 or 1).
     pub producer_warpgroups: u32,
     /// Threads per block, producers included.
     pub threads: u32,
+}
+
+impl WarpLayout {
+    /// sm90: the warpgroups that do the math (all but the producers).
+    pub fn consumer_warpgroups(&self) -> u32 {
+        (self.threads / 128).saturating_sub(self.producer_warpgroups)
+    }
+
+    /// sm90 ping-pong: there are more consumers than split one tile (`warps_m x warps_n`), so
+    /// each computes whole tiles and they take turns; otherwise they cooperate on every tile.
+    pub fn pingpong(&self) -> bool {
+        self.producer_warpgroups > 0 && self.consumer_warpgroups() > self.warps_m * self.warps_n
+    }
+
+    /// Threads that hold one tile's accumulators.
+    pub fn tile_threads(&self) -> u32 {
+        if self.producer_warpgroups > 0 {
+            128 * self.warps_m * self.warps_n
+        } else {
+            self.threads
+        }
+    }
 }
 
 /// The order in which blocks walk the output tiles, for L2 reuse.
@@ -165,6 +188,9 @@ impl Plan {
             self.warps.warps_m,
             self.warps.warps_n
         );
+        if self.warps.pingpong() {
+            s += " pp";
+        }
         if self.cluster_m * self.cluster_n > 1 {
             s += &format!(" c{}x{}", self.cluster_m, self.cluster_n);
         }

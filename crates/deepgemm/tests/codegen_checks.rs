@@ -3,8 +3,10 @@
 
 mod codegen_specs;
 
-use codegen_specs::{simt_plan, sm80_plan, spec, SpecShape};
-use deepgemm::codegen::{check_supported, generate, CodegenError, KernelArg, WorkspaceRule};
+use codegen_specs::{simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
+use deepgemm::codegen::{
+    check_supported, generate, CodegenError, KernelArg, TensorMapArg, WorkspaceRule,
+};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Shape;
 use deepgemm::spec::{BinaryOp, Expr, Func, Layout, ShapeSym};
@@ -70,7 +72,7 @@ fn launch_metadata_follows_the_plan() {
     assert_eq!(kernel.arch, "sm_90a");
     assert_eq!(kernel.workspace, WorkspaceRule::None);
     assert_eq!(
-        kernel.grid.grid(Shape::new(4095, 4097, 4093)),
+        kernel.grid.grid(Shape::new(4095, 4097, 4093), 132),
         (32 * 17, 1, 1)
     );
     assert!(kernel.alignment.contains(&("A".to_string(), 16)));
@@ -218,4 +220,74 @@ fn unsupported_plans_say_why() {
         check_supported(&f32_out, &simt_plan(&f32_out, (64, 64, 16), 2)).unwrap_err(),
     );
     assert!(reason.contains("f32, f16 or bf16"), "{reason}");
+}
+
+#[test]
+fn sm90_launch_metadata_is_persistent_clustered_and_takes_tensor_maps() {
+    let s = spec(&SpecShape::default());
+    let plan = sm90_plan(&s, (128, 256), 4, 2, false, 2);
+    let kernel = generate(&s, &plan, "v0").unwrap();
+    assert_eq!(kernel.threads, 384);
+    assert!(kernel.grid.persistent);
+    assert_eq!(kernel.grid.cluster, 2);
+    // 32 x 17 tiles = 16 cluster rows x 17 columns; at most 66 clusters resident.
+    assert_eq!(kernel.grid.tiles(Shape::new(4095, 4097, 4093)), 32 * 17);
+    assert_eq!(
+        kernel.grid.grid(Shape::new(4095, 4097, 4093), 66),
+        (132, 1, 1)
+    );
+    // Fewer cluster tiles than resident clusters: one block per tile, in whole clusters.
+    assert_eq!(kernel.grid.grid(Shape::new(300, 200, 64), 66), (4, 1, 1));
+    // K-major A in one box of the whole tile; B in halves, one multicast by each cluster block.
+    let maps: Vec<&TensorMapArg> = kernel
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            KernelArg::TensorMap(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(maps.len(), 2);
+    assert_eq!(
+        (
+            maps[0].operand.as_str(),
+            maps[0].box_inner,
+            maps[0].box_outer
+        ),
+        ("A", 64, 128)
+    );
+    assert_eq!(
+        (
+            maps[1].operand.as_str(),
+            maps[1].box_inner,
+            maps[1].box_outer
+        ),
+        ("B", 64, 128)
+    );
+    assert!(maps.iter().all(|m| m.swizzle_bytes == 128));
+    // Tensor maps come last, after the ABI of every backend.
+    assert!(matches!(kernel.args.last(), Some(KernelArg::TensorMap(_))));
+    assert!(kernel.alignment.contains(&("A".to_string(), 16)));
+    assert!(kernel.source.contains("constexpr bool PINGPONG = false;"));
+    assert!(kernel
+        .source
+        .contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
+}
+
+#[test]
+fn sm90_refuses_what_its_kernel_cannot_run() {
+    let s = spec(&SpecShape::default());
+    let reason = |plan| unsupported_reason(check_supported(&s, &plan).unwrap_err());
+    // Two cooperating consumers of a 64-row tile would get 32 rows each: wgmma is m64.
+    assert!(reason(sm90_plan(&s, (64, 128), 4, 2, false, 1)).contains("64 or 128 rows"));
+    // 128 x 256 per consumer is 256 accumulators per thread.
+    assert!(reason(sm90_plan(&s, (128, 256), 4, 1, false, 1)).contains("accumulator"));
+    // A 2-block cluster shares B in halves that must start on 8-row swizzle atoms.
+    assert!(reason(sm90_plan(&s, (128, 136), 4, 2, false, 2)).contains("swizzle atom"));
+    let mut not_persistent = sm90_plan(&s, (128, 128), 4, 2, true, 1);
+    not_persistent.persistent = false;
+    assert!(reason(not_persistent).contains("persistent"));
+    let ok = sm90_plan(&s, (128, 128), 6, 2, true, 2);
+    assert!(check_supported(&s, &ok).is_ok());
+    assert!(ok.label().contains(" pp"));
 }

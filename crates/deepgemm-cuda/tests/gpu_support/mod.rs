@@ -30,6 +30,8 @@ pub struct Case {
     pub shape: Shape,
     pub ld_pad: u64,
     pub base_offset_bytes: u64,
+    /// Constraints beyond the backend, e.g. a tiling that forces a schedule.
+    pub constraints: &'static str,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +55,13 @@ impl Case {
             shape: Shape::new(shape.0, shape.1, shape.2),
             ld_pad: 0,
             base_offset_bytes: 0,
+            constraints: "",
         }
+    }
+
+    pub fn constraints(mut self, constraints: &'static str) -> Case {
+        self.constraints = constraints;
+        self
     }
 
     pub fn layouts(mut self, layouts: [&'static str; 3]) -> Case {
@@ -102,7 +110,8 @@ impl Case {
         format!(
             "kernel t {{\n  target h200;\n  input A: {input}[M, K] {la};\n  input B: {input}[K, N] {lb};\n\
              {extra}  output D: {output}[M, N] {ld};\n{params}  accumulate f32;\n  epilogue D = {expr};\n\
-             shape {{ M = {m}; N = {n}; K = {k}; }}\n  constraints {{ backend == {backend}; }}\n}}\n"
+             shape {{ M = {m}; N = {n}; K = {k}; }}\n  constraints {{ backend == {backend}; {} }}\n}}\n",
+            self.constraints
         )
     }
 
@@ -118,7 +127,7 @@ impl Case {
 
     pub fn name(&self) -> String {
         format!(
-            "{}->{} {}{}{} {:?} {}{}{}",
+            "{}->{} {}{}{} {:?} {}{}{}{}",
             self.input,
             self.output,
             &self.layouts[0][..1],
@@ -135,6 +144,11 @@ impl Case {
                 format!(" ptr+{}B", self.base_offset_bytes)
             } else {
                 String::new()
+            },
+            if self.constraints.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", self.constraints)
             },
         )
     }
@@ -323,12 +337,46 @@ pub fn matrix(backend: Backend) -> Vec<Case> {
             cases.extend(padded_and_offset("bf16", "f32"));
             cases.extend(padded_and_offset("f32", "f32"));
         }
-        Backend::Sm90 => cases.extend(padded_and_offset("bf16", "bf16")),
+        Backend::Sm90 => {
+            cases.extend(padded_and_offset("bf16", "bf16"));
+            cases.extend(sm90_schedules());
+        }
         Backend::Sm80 => {
             cases.push(Case::new("tf32", "f32", (17, 33, 65)));
             cases.push(Case::new("tf32", "f32", (1000, 3000, 2000)));
             cases.extend(padded_and_offset("bf16", "bf16"));
         }
     }
+    cases
+}
+
+/// The sm90 schedules the search may not pick on their own, forced through constraints: ping-pong
+/// (two consumers, each on whole 64- or 128-row tiles), one consumer, and no cluster, on ragged
+/// shapes in every layout (several tiles per block, so the persistent loop and the consumers'
+/// turns are exercised).
+pub fn sm90_schedules() -> Vec<Case> {
+    const FORCED: [&str; 4] = [
+        "WARPGROUPS == 2; TILE_M == 64;",
+        "WARPGROUPS == 2; TILE_M == 128; TILE_N == 128; CLUSTER_M == 2; registers >= 120;",
+        "WARPGROUPS == 1; CLUSTER_M == 1;",
+        "WARPGROUPS == 2; TILE_M == 256; CLUSTER_M == 1;",
+    ];
+    let mut cases = Vec::new();
+    for constraints in FORCED {
+        for layouts in [["row", "col", "row"], ["col", "row", "col"]] {
+            for shape in [(1000, 3000, 2000), (2100, 2100, 130)] {
+                cases.push(
+                    Case::new("bf16", "bf16", shape)
+                        .layouts(layouts)
+                        .constraints(constraints),
+                );
+            }
+        }
+    }
+    cases.push(
+        Case::new("f16", "f32", (777, 1555, 300))
+            .epilogue(Epilogue::AlphaBetaC)
+            .constraints(FORCED[0]),
+    );
     cases
 }

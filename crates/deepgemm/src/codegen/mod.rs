@@ -158,13 +158,19 @@ fn unsupported(backend: Backend, reason: String) -> CodegenError {
 /// Output dtypes the epilogues can store.
 const OUTPUT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
 
-/// For the backends that launch one block per output tile: clusters and a persistent grid are
-/// sm90 features.
+/// For the backends that launch one block per output tile and store from registers: clusters, a
+/// persistent grid and a staged epilogue are sm90 features.
 fn require_block_per_tile(backend: Backend, plan: &Plan) -> Result<(), CodegenError> {
     if plan.cluster_m * plan.cluster_n != 1 || plan.persistent {
         return Err(unsupported(
             backend,
             "clusters and persistent scheduling are sm90 features".to_string(),
+        ));
+    }
+    if plan.epilogue != EpilogueStrategy::Direct {
+        return Err(unsupported(
+            backend,
+            "only the direct (registers -> global) epilogue is implemented here".to_string(),
         ));
     }
     Ok(())
@@ -184,9 +190,6 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
             plan.split_k
         ));
     }
-    if plan.epilogue != EpilogueStrategy::Direct {
-        return fail("only the direct (registers -> global) epilogue is implemented".to_string());
-    }
     let d = spec.d();
     if !OUTPUT_DTYPES.contains(&d.dtype) {
         return fail(format!(
@@ -194,7 +197,7 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
             d.name, d.dtype
         ));
     }
-    let expected = space::smem_layout(spec, backend, tile);
+    let expected = space::smem_layout(spec, backend, tile, &plan.warps);
     if plan.smem != expected {
         return fail(format!(
             "plan.smem {:?} differs from codegen::space::smem_layout {:?}",
@@ -284,12 +287,8 @@ pub fn generate(
         .iter()
         .map(|o| {
             let bytes = match (plan.backend, &o.role) {
-                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::A) => {
-                    plan.operands.a_copy_bytes
-                }
-                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::B) => {
-                    plan.operands.b_copy_bytes
-                }
+                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::A) => plan.operands.a_copy_bytes,
+                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::B) => plan.operands.b_copy_bytes,
                 _ => o.dtype.size_bytes(),
             };
             (o.name.clone(), bytes)

@@ -6,7 +6,7 @@ use super::abi::element_type;
 use super::epilogue::scales_of;
 use super::{unsupported, CodegenError, TensorMapArg};
 use crate::dtype::DType;
-use crate::plan::{Backend, Plan, SmemLayout, SmemSwizzle, Tile};
+use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile};
 use crate::spec::{KernelSpec, Layout, Role};
 
 pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
@@ -18,8 +18,10 @@ const SWIZZLE_ATOM_BYTES: u32 = 1024;
 /// Elements of an MN-major operand per TMA box (one 128-byte swizzle row).
 const MN_BOX_ELEMS: u32 = 64;
 /// Bytes reserved after the stages: slack to round the dynamic shared memory up to 1024 bytes,
-/// then the full and empty mbarriers (8 bytes each) of up to 64 stages.
-const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 2 * 8 * 64;
+/// then 1 KiB of mbarriers (full and empty per stage, two ping-pong turns; 8 bytes each).
+const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 1024;
+/// The most stages whose barriers fit their 1 KiB.
+const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// Accumulator registers per consumer thread beyond which the consumers would spill.
 const MAX_ACCUMULATORS_PER_THREAD: u32 = 128;
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`.
@@ -31,13 +33,36 @@ fn fail(reason: String) -> CodegenError {
     unsupported(Backend::Sm90, reason)
 }
 
-/// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding).
-pub fn smem_layout(spec: &KernelSpec, tile: Tile) -> SmemLayout {
+/// Consumer warps' rows and columns per staged-epilogue chunk (the kernel's `EPI_N`).
+const EPILOGUE_ROWS_PER_WARP: u32 = 16;
+const EPILOGUE_CHUNK_COLS: u32 = 64;
+
+/// Row-major D is written through a per-warp shared-memory buffer, so that stores are whole
+/// 16-byte pieces of rows; column-major D is stored straight from the accumulators.
+pub fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
+    match spec.d().layout {
+        Layout::Row => EpilogueStrategy::ViaSmem,
+        Layout::Col => EpilogueStrategy::Direct,
+    }
+}
+
+/// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding), then the
+/// barriers, then one staged-epilogue buffer per consumer warp.
+pub fn smem_layout(spec: &KernelSpec, tile: Tile, consumers: u32) -> SmemLayout {
     let e = spec.a().dtype.size_bytes();
+    let epilogue_bytes = match epilogue_strategy(spec) {
+        EpilogueStrategy::ViaSmem => {
+            4 * consumers
+                * EPILOGUE_ROWS_PER_WARP
+                * EPILOGUE_CHUNK_COLS
+                * spec.d().dtype.size_bytes()
+        }
+        EpilogueStrategy::Direct => 0,
+    };
     SmemLayout {
         a_stage_bytes: tile.m * tile.k * e,
         b_stage_bytes: tile.n * tile.k * e,
-        epilogue_bytes: 0,
+        epilogue_bytes,
         barrier_bytes: BARRIER_BYTES,
         swizzle: SmemSwizzle::XorChunks,
     }
@@ -93,22 +118,26 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             TILE_K_BYTES / a.dtype.size_bytes()
         )));
     }
-    let consumers = warps.warps_m;
+    let consumers = warps.consumer_warpgroups();
+    let splitting = warps.warps_m;
     if warps.producer_warpgroups != 1
         || warps.warps_n != 1
+        || warps.threads % 128 != 0
         || !(1..=2).contains(&consumers)
-        || warps.threads != 128 * (1 + consumers)
+        || !(splitting == 1 || splitting == consumers)
     {
         return Err(fail(format!(
-            "the kernel runs one producer and 1 or 2 consumer warpgroups stacked along M; the \
-             plan has {}x{} consumers, {} producers, {} threads",
+            "the kernel runs one producer and 1 or 2 consumer warpgroups, which split each tile \
+             along M (cooperative) or take whole tiles in turn (ping-pong); the plan has {}x{} \
+             consumers per tile, {} producers, {} threads",
             warps.warps_m, warps.warps_n, warps.producer_warpgroups, warps.threads
         )));
     }
-    let wg_m = tile.m / consumers;
-    if !tile.m.is_multiple_of(consumers) || wg_m % 64 != 0 || tile.m > 256 {
+    let wg_m = tile.m / splitting;
+    if !tile.m.is_multiple_of(splitting) || wg_m % 64 != 0 || wg_m > 128 {
         return Err(fail(format!(
-            "TILE_M = {} over {consumers} consumers must give 64 or 128 rows each (wgmma is m64)",
+            "TILE_M = {} over {splitting} consumer(s) must give 64 or 128 rows each (wgmma is \
+             m64; more would not fit the accumulators)",
             tile.m
         )));
     }
@@ -126,10 +155,18 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             tile.n
         )));
     }
-    if plan.stages < 2 {
+    if !(2..=MAX_STAGES).contains(&plan.stages) {
         return Err(fail(format!(
-            "the TMA ring needs at least 2 stages, got {}",
+            "the TMA ring takes 2 to {MAX_STAGES} stages (its barriers share 1 KiB), got {}",
             plan.stages
+        )));
+    }
+    if plan.epilogue != epilogue_strategy(spec) {
+        return Err(fail(format!(
+            "a {} D is stored {:?}, the plan says {:?}",
+            format!("{:?}", spec.d().layout).to_lowercase(),
+            epilogue_strategy(spec),
+            plan.epilogue
         )));
     }
     if !plan.persistent {
@@ -203,13 +240,14 @@ pub(crate) fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
 
 pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
     let input = spec.a().dtype;
-    let consumers = plan.warps.warps_m;
+    let consumers = plan.warps.consumer_warpgroups();
     vec![
         ("TILE_M", plan.tile.m.to_string()),
         ("TILE_N", plan.tile.n.to_string()),
         ("TILE_K", plan.tile.k.to_string()),
         ("STAGES", plan.stages.to_string()),
         ("CONSUMERS", consumers.to_string()),
+        ("PINGPONG", plan.warps.pingpong().to_string()),
         ("CLUSTER_M", plan.cluster_m.to_string()),
         ("GROUP_M", plan.raster.group_m.max(1).to_string()),
         ("A_KMAJOR", is_k_major(spec, Role::A).to_string()),
@@ -217,6 +255,11 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("D_ROW", (spec.d().layout == Layout::Row).to_string()),
         ("IN_TYPE", element_type(input).to_string()),
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
+        (
+            "STAGED_EPILOGUE",
+            (plan.epilogue == EpilogueStrategy::ViaSmem).to_string(),
+        ),
+        ("EPILOGUE_BYTES", plan.smem.epilogue_bytes.to_string()),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         (
@@ -246,9 +289,7 @@ fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
     out += "  asm volatile(\n";
     out += "      \"{\\n .reg .pred p;\\n\"\n";
     out += &format!("      \" setp.ne.b32 p, %{}, 0;\\n\"\n", regs + 2);
-    out += &format!(
-        "      \" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}\"\n"
-    );
+    out += &format!("      \" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}\"\n");
     let reg_lines: Vec<String> = d_list.chunks(16).map(|c| c.join(", ")).collect();
     out += &format!("      \" {{{}}}, \"\n", reg_lines.join(",\"\n      \" "));
     out += &format!(
@@ -271,8 +312,15 @@ fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
 
 /// Plan-specific lines of the header comment.
 pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
-    let (t, consumers) = (plan.tile, plan.warps.warps_m);
-    let major = |role| if is_k_major(spec, role) { "K-major" } else { "MN-major" };
+    let (t, consumers) = (plan.tile, plan.warps.consumer_warpgroups());
+    let rows_each = t.m / plan.warps.warps_m;
+    let major = |role| {
+        if is_k_major(spec, role) {
+            "K-major"
+        } else {
+            "MN-major"
+        }
+    };
     let stage_bytes = plan.smem.a_stage_bytes + plan.smem.b_stage_bytes;
     vec![
         format!(
@@ -297,13 +345,29 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
         ),
         format!(
             "threads: {} = 1 producer warpgroup ({PRODUCER_REGISTERS} registers) + {consumers} \
-             consumer warpgroup(s) ({} registers), {} rows each as wgmma.m64n{}k16",
+             consumer warpgroup(s) ({} registers), {}: {rows_each} rows each as {} \
+             wgmma.m64n{}k16 per k16 step",
             plan.warps.threads,
             consumer_registers(consumers, spec.hardware.regs_per_sm),
-            t.m / consumers,
+            if plan.warps.pingpong() {
+                "ping-pong (whole tiles in turn; one's epilogue under the other's main loop)"
+            } else {
+                "cooperative (splitting each tile)"
+            },
+            rows_each / 64,
             t.n
         ),
         "schedule: persistent, one block per SM walking the tiles with a stride of the grid"
             .to_string(),
+        match plan.epilogue {
+            EpilogueStrategy::ViaSmem => format!(
+                "epilogue: each consumer warp stages 16 x {EPILOGUE_CHUNK_COLS} results in \
+                 shared memory ({:.1} KiB in all) and stores them as 16-byte pieces of rows",
+                plan.smem.epilogue_bytes as f64 / 1024.0
+            ),
+            EpilogueStrategy::Direct => {
+                "epilogue: stored from the accumulators (column-major D)".to_string()
+            }
+        },
     ]
 }

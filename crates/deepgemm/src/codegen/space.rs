@@ -3,7 +3,7 @@
 //! generated kernel agree on every byte (one source of truth).
 
 use crate::dtype::DType;
-use crate::plan::{Backend, SmemLayout, SmemSwizzle, Tile};
+use crate::plan::{Backend, SmemLayout, SmemSwizzle, Tile, WarpLayout};
 use crate::spec::{KernelSpec, Layout};
 
 /// Backends with a working generator. The model can predict others; the search only returns these.
@@ -34,12 +34,17 @@ pub fn sm80_pad_elems(dtype: DType) -> u32 {
 /// Elements of padding per smem row of the SIMT kernel (f32 staging): 4 floats.
 pub const SIMT_PAD_ELEMS: u32 = 4;
 
-/// The shared-memory layout a backend uses for this spec and tile.
-pub fn smem_layout(spec: &KernelSpec, backend: Backend, tile: Tile) -> SmemLayout {
+/// The shared-memory layout a backend uses for this spec, tile and thread layout.
+pub fn smem_layout(
+    spec: &KernelSpec,
+    backend: Backend,
+    tile: Tile,
+    warps: &WarpLayout,
+) -> SmemLayout {
     let a = spec.a();
     let b = spec.b();
     match backend {
-        Backend::Sm90 => super::sm90::smem_layout(spec, tile),
+        Backend::Sm90 => super::sm90::smem_layout(spec, tile, warps.consumer_warpgroups()),
         Backend::Sm80 => {
             let e = a.dtype.size_bytes();
             let pad = sm80_pad_elems(a.dtype);

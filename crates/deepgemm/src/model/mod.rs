@@ -459,6 +459,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
             bound,
             kblock_cycles: resource_us * clock_mhz / geo.k_blocks.max(1) as f64,
             prologue_epilogue_us: (prologue_us + epilogue_us) / per_sm_f,
+            epilogue_us: epilogue_us / per_sm_f,
             first_and_last_us: prologue_us + epilogue_us,
             sync_us: sync::exposed_cycles_per_wave(&sync, per_sm) / clock_mhz,
         }
@@ -481,6 +482,10 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         sync_us += count * cost.sync_us;
         if !plan.persistent {
             prologue_epilogue_us += count * cost.prologue_epilogue_us;
+        } else if !sync.epilogue_hidden {
+            // A cooperative persistent kernel stops its math for every tile's epilogue (the
+            // producer refills the ring meanwhile, so the fill is paid once).
+            prologue_epilogue_us += count * cost.epilogue_us;
         }
         match by_bound.iter_mut().find(|(b, _)| *b == cost.bound) {
             Some(entry) => entry.1 += count * cost.mainloop_us,
@@ -489,8 +494,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         compute_us += count * cost.compute_us;
     }
     if plan.persistent {
-        // Filled once, drained once: the tile loop hides the rest.
-        prologue_epilogue_us = wave_costs.first().map_or(0.0, |(_, c)| c.first_and_last_us);
+        // Filled once, drained once; the tile loop hides the other fills.
+        prologue_epilogue_us += wave_costs.first().map_or(0.0, |(_, c)| c.first_and_last_us);
     }
     sync.exposed_us = sync_us;
     let repack_us = if mv.repack_dram_bytes > 0.0 {
@@ -589,6 +594,8 @@ struct WaveCost {
     kblock_cycles: f64,
     /// Fill + drain, as exposed with the wave's co-resident blocks overlapping each other.
     prologue_epilogue_us: f64,
+    /// The drain alone, likewise.
+    epilogue_us: f64,
     /// Fill + drain of one block, unoverlapped (what a persistent kernel pays once).
     first_and_last_us: f64,
     sync_us: f64,

@@ -34,8 +34,7 @@ pub fn allocated(per_thread: u32) -> u32 {
 pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     let cal = &hw.calibration;
     let t = plan.tile;
-    let math_threads = math_threads(plan).max(1);
-    let accumulators = (t.m * t.n).div_ceil(math_threads);
+    let accumulators = (t.m * t.n).div_ceil(plan.warps.tile_threads().max(1));
     let fragments = match plan.backend {
         // mma.sync m16n8k16 (and m16n8k8 for tf32): an A fragment is 4 registers per 16 rows, a
         // B fragment 2 per 8 columns; two k-steps in flight.

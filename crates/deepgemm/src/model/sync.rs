@@ -32,7 +32,8 @@ pub struct Sync {
     pub barriers_per_block: u64,
     /// Whether a dedicated producer feeds consumers (sm90).
     pub producer_consumer: bool,
-    /// Whether the epilogue overlaps other work (persistent kernels) or is exposed every wave.
+    /// Whether the epilogue overlaps other work (a ping-pong persistent kernel, whose other
+    /// consumer keeps computing) or is exposed once per tile round.
     pub epilogue_hidden: bool,
     /// Barrier time on the critical path, summed over waves, microseconds.
     pub exposed_us: f64,
@@ -56,7 +57,7 @@ pub fn barriers(plan: &Plan, k_blocks: u64, hw: &Hardware) -> Sync {
         barrier_cycles,
         barriers_per_block: k_blocks * barriers_per_kblock as u64,
         producer_consumer: plan.warps.producer_warpgroups > 0,
-        epilogue_hidden: plan.persistent,
+        epilogue_hidden: plan.persistent && plan.warps.pingpong(),
         exposed_us: 0.0,
     }
 }

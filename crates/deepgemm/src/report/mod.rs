@@ -455,9 +455,9 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
         p.sync.barrier_cycles,
         p.sync.exposed_us,
         if p.sync.epilogue_hidden {
-            "hidden by the persistent tile loop"
+            "hidden under the other consumer's main loop (ping-pong)"
         } else {
-            "exposed every wave"
+            "exposed every wave (tile round)"
         }
     );
     let _ = writeln!(

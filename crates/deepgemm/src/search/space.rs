@@ -58,8 +58,12 @@ fn base_plan(spec: &KernelSpec, backend: Backend, tile: Tile, warps: WarpLayout)
         raster: Raster { group_m: 1 },
         split_k: 1,
         persistent: backend == Backend::Sm90,
-        smem: smem_layout(spec, backend, tile),
-        epilogue: EpilogueStrategy::Direct,
+        smem: smem_layout(spec, backend, tile, &warps),
+        epilogue: if backend == Backend::Sm90 {
+            crate::codegen::sm90::epilogue_strategy(spec)
+        } else {
+            EpilogueStrategy::Direct
+        },
         operands: OperandPath {
             a_copy_bytes,
             b_copy_bytes,
@@ -171,10 +175,12 @@ fn sm90(spec: &KernelSpec) -> Vec<Plan> {
     // One 128-byte swizzle row of K per stage.
     let tk = 128 / spec.a().dtype.size_bytes();
     let mut out = Vec::new();
+    // (consumers, consumers splitting a tile): one, two cooperating, or two in ping-pong.
+    const SCHEDULES: [(u32, u32); 3] = [(1, 1), (2, 2), (2, 1)];
     for tm in [64, 128, 256] {
         for tn in (8..=256).step_by(8) {
-            for consumers in [1u32, 2] {
-                let per_consumer = tm / consumers;
+            for (consumers, splitting) in SCHEDULES {
+                let per_consumer = tm / splitting;
                 if per_consumer < 64 || per_consumer % 64 != 0 {
                     continue;
                 }
@@ -183,7 +189,7 @@ fn sm90(spec: &KernelSpec) -> Vec<Plan> {
                     continue;
                 }
                 let warps = WarpLayout {
-                    warps_m: consumers,
+                    warps_m: splitting,
                     warps_n: 1,
                     producer_warpgroups: 1,
                     threads: 128 * (1 + consumers),

@@ -204,7 +204,7 @@ fn plan(
         raster: Raster { group_m },
         split_k: 1,
         persistent: false,
-        smem: space::smem_layout(spec, backend, tile),
+        smem: space::smem_layout(spec, backend, tile, &warps),
         epilogue: EpilogueStrategy::Direct,
         operands: OperandPath {
             a_copy_bytes: 16,
@@ -255,4 +255,39 @@ pub fn simt_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32) -> Plan 
         layout,
         4,
     )
+}
+
+/// An sm90 plan: `tile` = (m, n, 64), one producer and `consumers` consumer warpgroups that split
+/// each tile (`pingpong` = false) or take whole tiles in turn, on a persistent grid with clusters
+/// of `cluster_m` blocks along M.
+pub fn sm90_plan(
+    spec: &KernelSpec,
+    tile: (u32, u32),
+    stages: u32,
+    consumers: u32,
+    pingpong: bool,
+    cluster_m: u32,
+) -> Plan {
+    let layout = WarpLayout {
+        warps_m: if pingpong { 1 } else { consumers },
+        warps_n: 1,
+        producer_warpgroups: 1,
+        threads: 128 * (1 + consumers),
+    };
+    let mut plan = plan(
+        spec,
+        Backend::Sm90,
+        Tile {
+            m: tile.0,
+            n: tile.1,
+            k: 64,
+        },
+        stages,
+        layout,
+        8,
+    );
+    plan.persistent = true;
+    plan.cluster_m = cluster_m;
+    plan.epilogue = deepgemm::codegen::sm90::epilogue_strategy(spec);
+    plan
 }
