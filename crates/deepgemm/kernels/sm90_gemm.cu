@@ -151,15 +151,22 @@ __device__ __forceinline__ uint4 dg_ld_shared_16(unsigned addr) {
   return v;
 }
 // Two adjacent outputs, converted to D, into a staged-epilogue buffer (overloaded on D's type).
+// One cvt rounds both halves to nearest even; it differs from the prelude's dg_bf16_bits only in
+// the payload of a NaN (both quiet).
 __device__ __forceinline__ void dg_stage_pair(const float*, unsigned at, float v0, float v1) {
   dg_st_shared(at, v0, v1);
 }
 __device__ __forceinline__ void dg_stage_pair(const dg_bf16*, unsigned at, float v0, float v1) {
-  dg_st_shared(at, (unsigned)dg_bf16_bits(v0) | ((unsigned)dg_bf16_bits(v1) << 16));
+  unsigned packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(v1), "f"(v0));  // v0 in the low half
+  dg_st_shared(at, packed);
 }
 __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float v0, float v1) {
-  dg_st_shared(at, (unsigned)dg_f16_bits(v0) | ((unsigned)dg_f16_bits(v1) << 16));
+  unsigned packed;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(v1), "f"(v0));
+  dg_st_shared(at, packed);
 }
+
 // Byte offset of byte `b` of row `r` in a staged-epilogue buffer: 16-byte pieces XOR-permuted by
 // r % 8, so the 8 rows a fragment store touches at once fall in distinct banks.
 __device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
@@ -407,36 +414,45 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         const unsigned buf = epi_buffers + (consumer * 4 + warp) * EPI_WARP_BYTES;
         const bool wide = (reinterpret_cast<unsigned long long>(gD) % 16 == 0) &&
                           ((ldd * (long long)sizeof(ElementD)) % 16 == 0);
+        // A consumer part of a tile that lies wholly inside D needs no bounds checks (most tiles
+        // of a large problem): one flag for the part instead of a test per element.
+        const int part_row = m0 + first_row;
+        const bool inside = part_row + WG_M <= M && n0 + TILE_N <= N;
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) {
-          const int row0 = m0 + first_row + i * 64 + warp * 16;  // the warp's first row
+          const int row0 = part_row + i * 64 + warp * 16;  // the warp's first row
 #pragma unroll
-          for (int c0 = 0; c0 < TILE_N; c0 += EPI_N) {
+          for (int chunk = 0; chunk < (TILE_N + EPI_N - 1) / EPI_N; ++chunk) {
+            const int c0 = chunk * EPI_N;  // the chunk's first column in the tile
 #pragma unroll
-            for (int j = c0 / 8; j < (c0 + EPI_N < TILE_N ? c0 + EPI_N : TILE_N) / 8; ++j) {
+            for (int jj = 0; jj < EPI_N / 8; ++jj) {
+              const int j = chunk * (EPI_N / 8) + jj;  // the 8-column block of the fragment
+              if (j >= TILE_N / 8) break;  // a narrow last chunk (resolved at compile time)
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
                 const int r = g + 8 * h, m = row0 + r;
                 const int n = n0 + j * 8 + 2 * q;
+                const float a0 = acc[i][4 * j + 2 * h], a1 = acc[i][4 * j + 2 * h + 1];
                 // Outside D the expression is not evaluated (it may read C or a vector there).
-                const float v0 = (m < M && n < N) ? epilogue(acc[i][4 * j + 2 * h], m, n) : 0.0f;
-                const float v1 =
-                    (m < M && n + 1 < N) ? epilogue(acc[i][4 * j + 2 * h + 1], m, n + 1) : 0.0f;
-                const unsigned at =
-                    buf + dg_epi_offset(r, (j * 8 - c0 + 2 * q) * (int)sizeof(ElementD));
-                dg_stage_pair((const ElementD*)nullptr, at, v0, v1);
+                const float v0 = (inside || (m < M && n < N)) ? epilogue(a0, m, n) : 0.0f;
+                const float v1 = (inside || (m < M && n + 1 < N)) ? epilogue(a1, m, n + 1) : 0.0f;
+                dg_stage_pair((const ElementD*)nullptr,
+                              buf + dg_epi_offset(r, (j * 8 - c0 + 2 * q) * (int)sizeof(ElementD)),
+                              v0, v1);
               }
             }
             __syncwarp();
 #pragma unroll
-            for (int p = lane; p < 16 * EPI_CHUNKS; p += 32) {
+            for (int pass = 0; pass < 16 * EPI_CHUNKS / 32; ++pass) {
+              const int p = pass * 32 + lane;
               const int r = p / EPI_CHUNKS, piece = p % EPI_CHUNKS;
               const int m = row0 + r;
               const int n = n0 + c0 + piece * EPI_ELEMS;
-              if (m >= M || piece * EPI_ELEMS >= TILE_N - c0 || n >= N) continue;
+              if (piece * EPI_ELEMS >= TILE_N - c0) continue;  // past a narrow last chunk
+              if (!inside && (m >= M || n >= N)) continue;
               const uint4 v = dg_ld_shared_16(buf + dg_epi_offset(r, piece * 16));
               ElementD* out = gD + (long long)m * ldd + n;
-              if (wide && n + EPI_ELEMS <= N) {
+              if (wide && (inside || n + EPI_ELEMS <= N)) {
                 *reinterpret_cast<uint4*>(out) = v;
               } else {
                 __align__(16) ElementD parts[EPI_ELEMS];
