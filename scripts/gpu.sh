@@ -83,6 +83,7 @@ pack)
   cp target/gpu/deepgemm .gpu/
   # Only the test binaries that hold gpu_* tests: the carry is limited to 64 MiB.
   cargo nextest archive --cargo-profile gpu -p deepgemm-cuda --test gpu_correctness \
+    --test gpu_epilogue_ties \
     --test gpu_runtime --archive-file .gpu/gpu-tests.tar.zst
   cp "$(command -v cargo-nextest)" .gpu/
   du -sh .gpu/*

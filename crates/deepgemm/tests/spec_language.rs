@@ -5,6 +5,7 @@ mod spec_language {
     use deepgemm::dtype::DType;
     use deepgemm::plan::Backend;
     use deepgemm::spec::*;
+    use std::f64::consts::PI;
     use std::path::Path;
 
     /// Parse, check the round trip, return the file.
@@ -285,7 +286,7 @@ mod spec_language {
         let sigmoid = 1.0 / (1.0 + (-acc).exp());
         let want = acc.max(0.25_f64.min(0.5)).clamp(-1.0, 1.0)
             + 0.5 * acc * (1.0 + erf(acc / 2f64.sqrt()))
-            + 0.5 * acc * (1.0 + (0.79788456 * (acc + 0.044715 * acc.powi(3))).tanh())
+            + 0.5 * acc * (1.0 + ((2.0 / PI).sqrt() * (acc + 0.044715 * acc.powi(3))).tanh())
             + acc * sigmoid * sigmoid / 2f64.tanh()
             + 3.0 * 0.5
             + 0.75; // 0.75 is exact in e4m3

@@ -20,7 +20,8 @@ mod sema;
 mod types;
 
 pub use diag::{Diagnostic, Diagnostics, Span};
-pub use expr::{erf, round_to};
+pub use expr::erf;
+pub(crate) use print::needs_parens;
 pub use print::{shape_text, summary, to_dgml};
 pub use types::*;
 
