@@ -100,7 +100,8 @@ run)
   trap pack_results EXIT
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export DEEPGEMM_CACHE_DIR=/tmp/deepgemm-cache
-  export DEEPGEMM_REQUIRE_NVRTC=1
+  # NVRTC is required (the tests fail without it); a skip must never hide a missing compiler.
+  unset DEEPGEMM_SKIP_NVRTC
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
   shift
   parts=("$@")

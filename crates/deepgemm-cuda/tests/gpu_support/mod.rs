@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test file uses a different part of this module
 
+pub mod ties;
+
 use deepgemm::codegen::{self, GeneratedKernel};
 use deepgemm::plan::{Backend, Shape};
 use deepgemm::spec::KernelSpec;
