@@ -14,6 +14,7 @@ use crate::codec::{decode, encode_into, is_poison, poison_byte};
 use crate::dtype::DType;
 use crate::plan::Shape;
 use crate::spec::{Dim, Expr, KernelSpec, Layout, Role, ShapeSym};
+use rayon::prelude::*;
 use thiserror::Error;
 
 /// Above this many multiply-adds (M·N·K) the reference is computed on sampled rows and columns.
@@ -223,8 +224,8 @@ fn generate_bytes(dtype: DType, role: &Role, geometry: Geometry, seed: u64) -> V
         return bytes;
     }
     let lines_per_chunk = (GENERATION_CHUNK / geometry.inner().max(1)).max(1) as usize;
-    let chunks: Vec<&mut [u8]> = bytes.chunks_mut(line_bytes * lines_per_chunk).collect();
-    parallel_for_each(chunks, |chunk_index, chunk| {
+    let chunks = bytes.par_chunks_mut(line_bytes * lines_per_chunk);
+    chunks.enumerate().for_each(|(chunk_index, chunk)| {
         let mut rng = SplitMix64::new(mix(seed, chunk_index as u64));
         for line in chunk.chunks_mut(line_bytes) {
             for element in line[..inner_bytes].chunks_exact_mut(size) {
@@ -376,25 +377,29 @@ impl Problem {
         } else {
             (0..m).map(Line::Row).collect()
         };
-        let sums = parallel_map(&lines, |line| {
-            let mut sums = ErrorSums::default();
-            let cells: Vec<(u64, u64)> = match *line {
-                Line::Row(r) => (0..n).map(|c| (r, c)).collect(),
-                Line::Col(c) => (0..m).map(|r| (r, c)).collect(),
-            };
-            for (r, c) in cells {
-                let acc = dot(a.row(r), b.row(c));
-                let expected = epilogue.eval(r, c, acc);
-                let got = output.element(r, c);
-                if got.is_nan() {
-                    continue; // counted as unwritten
+        // Collected in line order and added up in that order: the error is the same on every run.
+        let sums: Vec<ErrorSums> = lines
+            .par_iter()
+            .map(|line| {
+                let mut sums = ErrorSums::default();
+                let cells: Vec<(u64, u64)> = match *line {
+                    Line::Row(r) => (0..n).map(|c| (r, c)).collect(),
+                    Line::Col(c) => (0..m).map(|r| (r, c)).collect(),
+                };
+                for (r, c) in cells {
+                    let acc = dot(a.row(r), b.row(c));
+                    let expected = epilogue.eval(r, c, acc);
+                    let got = output.element(r, c);
+                    if got.is_nan() {
+                        continue; // counted as unwritten
+                    }
+                    sums.diff += (got - expected) * (got - expected);
+                    sums.reference += expected * expected;
+                    sums.count += 1;
                 }
-                sums.diff += (got - expected) * (got - expected);
-                sums.reference += expected * expected;
-                sums.count += 1;
-            }
-            sums
-        });
+                sums
+            })
+            .collect();
         let total = sums.into_iter().fold(ErrorSums::default(), ErrorSums::add);
         let error = if total.reference > 0.0 {
             (total.diff / total.reference).sqrt()
@@ -459,8 +464,8 @@ impl Problem {
             })
             .collect();
         let mut values = vec![0f32; (outer * k) as usize];
-        let rows: Vec<&mut [f32]> = values.chunks_mut(k.max(1) as usize).collect();
-        parallel_for_each(rows, |index, row| {
+        let rows = values.par_chunks_mut(k.max(1) as usize);
+        rows.enumerate().for_each(|(index, row)| {
             let o = index as u64;
             for (kk, slot) in row.iter_mut().enumerate() {
                 let kk = kk as u64;
@@ -556,17 +561,17 @@ fn sample_lines(count: u64, rng: &mut SplitMix64) -> Vec<u64> {
 fn count_poison(tensor: &HostTensor) -> u64 {
     let size = tensor.dtype.size_bytes() as usize;
     let g = tensor.geometry;
-    let lines: Vec<u64> = (0..g.outer()).collect();
-    parallel_map(&lines, |&line| {
-        let start = (line * g.ld) as usize * size;
-        let end = start + g.inner() as usize * size;
-        tensor.bytes[start..end]
-            .chunks_exact(size)
-            .filter(|e| is_poison(tensor.dtype, e))
-            .count() as u64
-    })
-    .into_iter()
-    .sum()
+    (0..g.outer())
+        .into_par_iter()
+        .map(|line| {
+            let start = (line * g.ld) as usize * size;
+            let end = start + g.inner() as usize * size;
+            tensor.bytes[start..end]
+                .chunks_exact(size)
+                .filter(|e| is_poison(tensor.dtype, e))
+                .count() as u64
+        })
+        .sum()
 }
 
 #[derive(Default, Clone, Copy)]
@@ -694,46 +699,6 @@ fn source<'a>(name: &str, problem: &'a Problem) -> Result<Source<'a>, ReferenceE
                 role: format!("{role:?}"),
             })
         }
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parallelism
-// ---------------------------------------------------------------------------------------------
-
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Calls `work(index, item)` for every item, spread over all cores.
-fn parallel_for_each<T: Send>(items: Vec<T>, work: impl Fn(usize, T) + Sync) {
-    let per_thread = items.len().div_ceil(threads()).max(1);
-    let mut items: Vec<(usize, T)> = items.into_iter().enumerate().collect();
-    std::thread::scope(|scope| {
-        while !items.is_empty() {
-            let rest = items.split_off(per_thread.min(items.len()));
-            let batch = std::mem::replace(&mut items, rest);
-            let work = &work;
-            scope.spawn(move || batch.into_iter().for_each(|(i, item)| work(i, item)));
-        }
-    });
-}
-
-/// `items.iter().map(work)` spread over all cores, in order.
-fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let per_thread = items.len().div_ceil(threads()).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(per_thread)
-            .map(|chunk| {
-                let work = &work;
-                scope.spawn(move || chunk.iter().map(work).collect::<Vec<R>>())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("reference worker threads do not panic"))
-            .collect()
     })
 }
 
