@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU run, in two halves (shared/docs/GPU.md):
+# The GPU run, in two halves:
 #   scripts/gpu.sh pack          here (no GPU): build the release binary and a nextest archive of
 #                                the GPU tests into .gpu/, which the device call carries.
 #   scripts/gpu.sh run [PART..]  on the GPU machine, building nothing; PARTs (default: all):

@@ -185,3 +185,28 @@ fn tune_replays_a_recorded_run_without_a_gpu() {
     assert!(out.contains("as recorded:") && out.contains("with the current model"));
     assert!(out.contains("ranking quality"), "{out}");
 }
+
+/// docs/cli.md documents every command and every flag that `--help` shows.
+#[test]
+fn the_cli_reference_documents_every_command_and_flag() {
+    let doc = std::fs::read_to_string(repo().join("docs/cli.md")).unwrap();
+    let mut missing = Vec::new();
+    for command in [
+        "check", "targets", "explain", "compile", "run", "bench", "tune",
+    ] {
+        if !doc.contains(&format!("## `deepgemm {command}`")) {
+            missing.push(format!("the section of `{command}`"));
+        }
+        let help = text(&deepgemm(&[command, "--help"]));
+        let flags = help
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|word| word.starts_with("--") && *word != "--help");
+        for flag in flags {
+            // A flag is documented in its command's option table.
+            if !doc.contains(&format!("`{flag}")) {
+                missing.push(format!("`{command} {flag}`"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/cli.md lacks {missing:?}");
+}

@@ -1,4 +1,4 @@
-//! The CPU reference that every generated kernel is checked against (SPEC.md §6).
+//! The CPU reference that every generated kernel is checked against (docs/cli.md, "Checking").
 //!
 //! [`Problem::generate`] makes fresh, seeded, non-zero inputs for a spec and a shape, already
 //! encoded in each operand's dtype and memory layout (what gets uploaded), plus an output buffer
@@ -607,8 +607,8 @@ pub struct Check {
     pub sampled: bool,
 }
 
-/// The relative-error threshold of SPEC.md §6 for the spec's input dtypes, loosened to the
-/// rounding of its output dtype when that is coarser.
+/// The relative-error threshold (docs/cli.md, "Checking") for the spec's input dtypes, loosened
+/// to the rounding of its output dtype when that is coarser.
 pub fn tolerance(spec: &KernelSpec) -> f64 {
     let input = |dtype: DType| match dtype {
         DType::F32 => 1e-5,

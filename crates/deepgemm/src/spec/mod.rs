@@ -1,4 +1,4 @@
-//! The `.dgml` language (SPEC.md §2): lexer → parser → semantic analysis → [`KernelSpec`].
+//! The `.dgml` language (docs/language.md): lexer → parser → semantic analysis → [`KernelSpec`].
 //!
 //! ```text
 //! source ──lexer.rs──▶ tokens ──parser.rs──▶ ast.rs ──sema.rs──▶ types.rs (SpecFile)
