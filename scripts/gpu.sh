@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU run, in two halves (shared/docs/GPU.md):
+# The GPU run, in two halves:
 #   scripts/gpu.sh pack          here (no GPU): build the release binary and a nextest archive of
 #                                the GPU tests into .gpu/, which the device call carries.
 #   scripts/gpu.sh run [PART..]  on the GPU machine, building nothing; PARTs (default: all):
@@ -83,6 +83,7 @@ pack)
   cp target/gpu/deepgemm .gpu/
   # Only the test binaries that hold gpu_* tests: the carry is limited to 64 MiB.
   cargo nextest archive --cargo-profile gpu -p deepgemm-cuda --test gpu_correctness \
+    --test gpu_epilogue_ties \
     --test gpu_runtime --archive-file .gpu/gpu-tests.tar.zst
   cp "$(command -v cargo-nextest)" .gpu/
   du -sh .gpu/*
@@ -99,7 +100,8 @@ run)
   trap pack_results EXIT
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export DEEPGEMM_CACHE_DIR=/tmp/deepgemm-cache
-  export DEEPGEMM_REQUIRE_NVRTC=1
+  # NVRTC is required (the tests fail without it); a skip must never hide a missing compiler.
+  unset DEEPGEMM_SKIP_NVRTC
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
   shift
   parts=("$@")

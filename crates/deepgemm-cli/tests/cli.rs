@@ -1,6 +1,10 @@
 //! The `deepgemm` command line, run as a user would, on the machine CI runs on (no GPU): exit
 //! codes, what each command writes, and the clear errors for bad input.
 
+#[path = "../../deepgemm-cuda/tests/nvrtc_support/mod.rs"]
+mod nvrtc_support;
+
+use nvrtc_support::nvrtc_or_skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -77,14 +81,15 @@ fn compile_writes_sources_binaries_analysis_and_the_dispatch_table() {
     let variants: serde_json::Value =
         serde_json::from_slice(&std::fs::read(kernel.join("variants.json")).unwrap()).unwrap();
     let variants = variants.as_array().unwrap();
+    // With NVRTC (found as the binary finds it) every variant has its binary too.
+    let nvrtc = nvrtc_or_skip("compile_writes_sources_binaries_analysis_and_the_dispatch_table");
     // decode.dgml declares M in 1..=256: buckets 1-16, 17-32, 33-64, 65-128, 129-256.
     assert_eq!(variants.len(), 5);
     for v in variants {
         let vdir = kernel.join(v["name"].as_str().unwrap());
         let source = std::fs::read_to_string(vdir.join("kernel.cu")).unwrap();
         assert!(source.contains(v["entry"].as_str().unwrap()));
-        // NVRTC is installed by the test command (DEEPGEMM_REQUIRE_NVRTC).
-        if std::env::var_os("DEEPGEMM_REQUIRE_NVRTC").is_some() {
+        if nvrtc {
             assert!(vdir.join("kernel.cubin").is_file());
             assert!(vdir.join("kernel.ptx").is_file());
             let registers = v["compiled"]["registers"].as_u64().unwrap();
@@ -179,4 +184,29 @@ fn tune_replays_a_recorded_run_without_a_gpu() {
     let out = text(&o);
     assert!(out.contains("as recorded:") && out.contains("with the current model"));
     assert!(out.contains("ranking quality"), "{out}");
+}
+
+/// docs/cli.md documents every command and every flag that `--help` shows.
+#[test]
+fn the_cli_reference_documents_every_command_and_flag() {
+    let doc = std::fs::read_to_string(repo().join("docs/cli.md")).unwrap();
+    let mut missing = Vec::new();
+    for command in [
+        "check", "targets", "explain", "compile", "run", "bench", "tune",
+    ] {
+        if !doc.contains(&format!("## `deepgemm {command}`")) {
+            missing.push(format!("the section of `{command}`"));
+        }
+        let help = text(&deepgemm(&[command, "--help"]));
+        let flags = help
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|word| word.starts_with("--") && *word != "--help");
+        for flag in flags {
+            // A flag is documented in its command's option table.
+            if !doc.contains(&format!("`{flag}")) {
+                missing.push(format!("`{command} {flag}`"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/cli.md lacks {missing:?}");
 }

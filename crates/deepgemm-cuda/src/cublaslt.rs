@@ -14,7 +14,7 @@ use deepgemm::dtype::DType;
 use deepgemm::spec::{BinaryOp, Expr, Func, KernelSpec, Layout, Role};
 use std::ffi::c_void;
 
-/// The workspace cuBLASLt may use (GPU.md's measurement rule).
+/// The workspace cuBLASLt may use (docs/cli.md, "Measuring").
 pub const WORKSPACE_BYTES: usize = 32 << 20;
 
 /// `cublasOperation_t` values the TRANSA/TRANSB attributes take.

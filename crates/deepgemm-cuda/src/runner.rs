@@ -85,7 +85,17 @@ impl DeviceProblem {
                 params: options.params.clone(),
             },
         )?;
-        let base_offset = options.base_offset_bytes as usize;
+        DeviceProblem::from_problem(gpu, problem, options.base_offset_bytes)
+    }
+
+    /// Uploads `problem` as it is (inputs a test wrote itself), each operand starting
+    /// `base_offset_bytes` into its allocation.
+    pub fn from_problem(
+        gpu: &Gpu,
+        problem: Problem,
+        base_offset_bytes: u64,
+    ) -> Result<DeviceProblem, CudaError> {
+        let base_offset = base_offset_bytes as usize;
         let mut buffers = Vec::with_capacity(problem.tensors.len());
         let mut operands = Vec::with_capacity(problem.tensors.len());
         for tensor in &problem.tensors {

@@ -1,5 +1,6 @@
-//! Timing by the rules of GPU.md: CUDA events around each run, warm-up first, the L2 flushed
-//! (a 256 MiB buffer written) before every timed run, the median of at least 50 runs.
+//! Timing by the rules of docs/cli.md ("Measuring"): CUDA events around each run, warm-up first,
+//! the L2 flushed (a 256 MiB buffer written) before every timed run, the median of at least 50
+//! runs.
 
 use crate::device::{DeviceBuffer, Gpu};
 use crate::error::{driver, CudaError};

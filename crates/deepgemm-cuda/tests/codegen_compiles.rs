@@ -1,18 +1,20 @@
 //! Every generated kernel configuration compiles with NVRTC to a cubin for each architecture it
 //! targets, with no register spills and no stack frame (ptxas's verbose report).
 //!
-//! Needs NVRTC (no GPU): `LD_LIBRARY_PATH=.cuda-tools/nvidia/cu13/lib`. Without it the tests
-//! skip, unless `DEEPGEMM_REQUIRE_NVRTC=1` (the project's test command) makes that a failure.
+//! Needs NVRTC (no GPU), which scripts/test.sh installs: without it the tests fail, unless
+//! `DEEPGEMM_SKIP_NVRTC=1` skips them (see nvrtc_support).
 
 #[path = "../../deepgemm/tests/codegen_specs/mod.rs"]
 mod codegen_specs;
+mod nvrtc_support;
 
 use codegen_specs::{simt_plan, sm80_plan, spec, SpecShape};
-use cudarc::nvrtc::{result as nvrtc, sys};
+use cudarc::nvrtc::result as nvrtc;
 use deepgemm::codegen::{generate, GeneratedKernel};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Plan;
 use deepgemm::spec::{KernelSpec, Layout};
+use nvrtc_support::nvrtc_or_skip;
 use std::ffi::{CStr, CString};
 
 /// What ptxas reported for one entry point.
@@ -21,18 +23,6 @@ struct PtxasReport {
     registers: u32,
     spill_bytes: u32,
     stack_bytes: u32,
-}
-
-fn nvrtc_loaded() -> bool {
-    // SAFETY: only probes whether the shared library can be opened.
-    let present = unsafe { sys::is_culib_present() };
-    if !present && std::env::var_os("DEEPGEMM_REQUIRE_NVRTC").is_some() {
-        panic!("NVRTC is required (DEEPGEMM_REQUIRE_NVRTC) but libnvrtc cannot be loaded");
-    }
-    if !present {
-        eprintln!("skipping: libnvrtc not found (set LD_LIBRARY_PATH=.cuda-tools/nvidia/cu13/lib)");
-    }
-    present
 }
 
 /// Compiles `kernel` to a cubin for `arch` (e.g. `sm_90`) and returns ptxas's report, or the
@@ -140,7 +130,7 @@ fn layout_name(layout: Layout) -> &'static str {
 
 #[test]
 fn sm80_layouts_and_epilogues() {
-    if !nvrtc_loaded() {
+    if !nvrtc_or_skip("sm80_layouts_and_epilogues") {
         return;
     }
     let mut cases = Vec::new();
@@ -229,7 +219,7 @@ fn sm80_layouts_and_epilogues() {
 
 #[test]
 fn sm80_tile_configs() {
-    if !nvrtc_loaded() {
+    if !nvrtc_or_skip("sm80_tile_configs") {
         return;
     }
     let mut cases = Vec::new();
@@ -273,7 +263,7 @@ fn sm80_tile_configs() {
 
 #[test]
 fn simt_dtypes_layouts_and_scales() {
-    if !nvrtc_loaded() {
+    if !nvrtc_or_skip("simt_dtypes_layouts_and_scales") {
         return;
     }
     let mut cases = Vec::new();
@@ -350,7 +340,7 @@ fn simt_dtypes_layouts_and_scales() {
 /// the search's winner) compiles cleanly for every architecture.
 #[test]
 fn every_example_variant_compiles_for_every_arch() {
-    if !nvrtc_loaded() {
+    if !nvrtc_or_skip("every_example_variant_compiles_for_every_arch") {
         return;
     }
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");

@@ -1,7 +1,7 @@
-//! The correctness matrix of the generated backends on a real GPU (SPEC.md §6): every layout,
-//! every dtype pairing, the epilogues, the awkward shapes, padded leading dimensions and
-//! misaligned base pointers, each against the f64 reference on fresh inputs with the output
-//! poisoned. Run on the GPU machine (scripts/gpu.sh); without a GPU every test fails.
+//! The correctness matrix of the generated backends on a real GPU (docs/cli.md, "Checking"):
+//! every layout, every dtype pairing, the epilogues, the awkward shapes, padded leading
+//! dimensions and misaligned base pointers, each against the f64 reference on fresh inputs with
+//! the output poisoned. Run on the GPU machine (scripts/gpu.sh); without a GPU every test fails.
 
 mod gpu_support;
 

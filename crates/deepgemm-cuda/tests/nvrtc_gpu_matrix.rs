@@ -1,17 +1,21 @@
-//! Every kernel of the GPU correctness matrix, built here without a GPU: the `.dgml` of each case
-//! parses, the search finds a plan on the forced backend, codegen renders it, and NVRTC compiles
+//! Every kernel of the GPU correctness matrix and of the epilogue tie test, built here without a
+//! GPU: the `.dgml` of each case parses, the search finds a plan on the forced backend, codegen renders it, and NVRTC compiles
 //! it without spills. A GPU run then only finds numeric bugs, never build failures.
 
 mod gpu_support;
+mod nvrtc_support;
 
 use deepgemm::plan::Backend;
 use deepgemm_cuda::nvrtc;
-use gpu_support::{kernel, matrix};
+use gpu_support::{generate, kernel, matrix, parse, ties};
+use nvrtc_support::nvrtc_or_skip;
 use std::collections::BTreeMap;
 
 #[test]
 fn nvrtc_every_gpu_matrix_kernel_builds() {
-    nvrtc::version().unwrap_or_else(|e| panic!("this test needs NVRTC: {e}"));
+    if !nvrtc_or_skip("nvrtc_every_gpu_matrix_kernel_builds") {
+        return;
+    }
     let mut failures = Vec::new();
     let mut sources = BTreeMap::new();
     for backend in [Backend::Sm90, Backend::Sm80, Backend::Simt] {
@@ -21,6 +25,15 @@ fn nvrtc_every_gpu_matrix_kernel_builds() {
                     sources.entry(k.source.clone()).or_insert((k, case.name()));
                 }
                 Err(e) => failures.push(format!("{backend} {}: {e}", case.name())),
+            }
+        }
+        for case in ties::cases() {
+            let name = format!("ties D: {} = {}", case.output, case.expr);
+            match generate(&parse(&ties::dgml(&case, backend)), backend) {
+                Ok(k) => {
+                    sources.entry(k.source.clone()).or_insert((k, name));
+                }
+                Err(e) => failures.push(format!("{backend} {name}: {e}")),
             }
         }
     }

@@ -4,6 +4,7 @@
 //! model), `plan` (what a kernel is), `model` (plan + hardware → prediction), `search` (spec →
 //! ranked plans), `codegen` (plan → CUDA C++), `report` (analysis.md / analysis.json).
 
+pub mod codec;
 pub mod codegen;
 pub mod dtype;
 pub mod hw;

@@ -1,4 +1,4 @@
-//! The CPU reference that every generated kernel is checked against (SPEC.md §6).
+//! The CPU reference that every generated kernel is checked against (docs/cli.md, "Checking").
 //!
 //! [`Problem::generate`] makes fresh, seeded, non-zero inputs for a spec and a shape, already
 //! encoded in each operand's dtype and memory layout (what gets uploaded), plus an output buffer
@@ -10,11 +10,11 @@
 //! sample of whole rows and whole columns, always including the first and last of each, while
 //! every output element is still checked for poison.
 
+use crate::codec::{decode, encode_into, is_poison, poison_byte};
 use crate::dtype::DType;
 use crate::plan::Shape;
-use crate::spec::{BinaryOp, Dim, Expr, Func, KernelSpec, Layout, Role, ShapeSym, UnaryOp};
-use half::{bf16, f16};
-use std::sync::OnceLock;
+use crate::spec::{Dim, Expr, KernelSpec, Layout, Role, ShapeSym};
+use rayon::prelude::*;
 use thiserror::Error;
 
 /// Above this many multiply-adds (M·N·K) the reference is computed on sampled rows and columns.
@@ -32,12 +32,6 @@ pub enum ReferenceError {
     UnknownVariable { name: String },
     #[error("`{name}` is an operand of role {role}, which an epilogue cannot read")]
     UnreadableVariable { name: String, role: String },
-    #[error("{call} takes {expected} arguments, got {got}")]
-    Arity {
-        call: &'static str,
-        expected: usize,
-        got: usize,
-    },
     #[error("the output has {got} bytes; {expected} were expected for {operand}")]
     OutputSize {
         operand: String,
@@ -48,165 +42,6 @@ pub enum ReferenceError {
     EmptyShape { shape: Shape },
     #[error("operand `{operand}` needs {bytes} bytes, more than this machine can address")]
     TooLarge { operand: String, bytes: u128 },
-}
-
-// ---------------------------------------------------------------------------------------------
-// Element encodings
-// ---------------------------------------------------------------------------------------------
-
-/// Rounds `x` to the nearest value of `dtype` (ties to even; FP8 saturates to the largest finite
-/// value like `cvt.satfinite`; tf32 rounds half away from zero like `cvt.rna.tf32.f32`; integer
-/// types round and saturate).
-pub fn round_to(dtype: DType, x: f64) -> f64 {
-    decode(dtype, &encode(dtype, x))
-}
-
-/// Encodes `x` as one element of `dtype`, little-endian, rounding as [`round_to`] describes.
-pub fn encode(dtype: DType, x: f64) -> Vec<u8> {
-    let mut out = vec![0u8; dtype.size_bytes() as usize];
-    encode_into(dtype, x, &mut out);
-    out
-}
-
-fn encode_into(dtype: DType, x: f64, out: &mut [u8]) {
-    match dtype {
-        DType::F32 => out.copy_from_slice(&(x as f32).to_le_bytes()),
-        DType::Tf32 => out.copy_from_slice(&round_tf32(x as f32).to_le_bytes()),
-        DType::F16 => out.copy_from_slice(&f16::from_f64(x).to_le_bytes()),
-        DType::Bf16 => out.copy_from_slice(&bf16::from_f64(x).to_le_bytes()),
-        DType::E4m3 | DType::E5m2 => out[0] = Fp8::of(dtype).encode(x),
-        DType::I8 => out[0] = (x.round().clamp(-128.0, 127.0) as i8) as u8,
-        DType::I32 => out.copy_from_slice(
-            &(x.round().clamp(i32::MIN as f64, i32::MAX as f64) as i32).to_le_bytes(),
-        ),
-    }
-}
-
-/// Decodes one little-endian element of `dtype`.
-pub fn decode(dtype: DType, bytes: &[u8]) -> f64 {
-    match dtype {
-        DType::F32 | DType::Tf32 => f32::from_le_bytes(four(bytes)) as f64,
-        DType::F16 => f16::from_le_bytes([bytes[0], bytes[1]]).to_f64(),
-        DType::Bf16 => bf16::from_le_bytes([bytes[0], bytes[1]]).to_f64(),
-        DType::E4m3 | DType::E5m2 => Fp8::of(dtype).decode(bytes[0]),
-        DType::I8 => bytes[0] as i8 as f64,
-        DType::I32 => i32::from_le_bytes(four(bytes)) as f64,
-    }
-}
-
-fn four(bytes: &[u8]) -> [u8; 4] {
-    [bytes[0], bytes[1], bytes[2], bytes[3]]
-}
-
-/// tf32 keeps 10 mantissa bits; `cvt.rna` rounds the dropped 13 bits half away from zero.
-fn round_tf32(x: f32) -> f32 {
-    if !x.is_finite() {
-        return x;
-    }
-    f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
-}
-
-/// The byte pattern written over an output before a run. For float types it is a NaN (all ones:
-/// a NaN in f32, f16, bf16, e4m3 and e5m2 alike); integers have no NaN, so they get 0x80808080,
-/// a value no test GEMM of small integers produces.
-pub fn poison_byte(dtype: DType) -> u8 {
-    if dtype.is_float() {
-        0xff
-    } else {
-        0x80
-    }
-}
-
-fn is_poison(dtype: DType, bytes: &[u8]) -> bool {
-    if dtype.is_float() {
-        decode(dtype, bytes).is_nan()
-    } else {
-        bytes.iter().all(|&b| b == 0x80)
-    }
-}
-
-/// An 8-bit float format: 1 sign bit, `exp_bits`, the rest mantissa.
-struct Fp8 {
-    mantissa_bits: u32,
-    bias: i32,
-    /// e5m2 keeps IEEE infinities and NaNs; e4m3 (the "fn" variant) has only S.1111.111 as NaN.
-    ieee_specials: bool,
-    /// The non-negative finite values, indexed by code (0..=0x7f, specials excluded).
-    positive: &'static [f64],
-}
-
-impl Fp8 {
-    fn of(dtype: DType) -> Fp8 {
-        static E4M3: OnceLock<Vec<f64>> = OnceLock::new();
-        static E5M2: OnceLock<Vec<f64>> = OnceLock::new();
-        let (mantissa_bits, bias, ieee_specials, table) = match dtype {
-            DType::E4m3 => (3, 7, false, &E4M3),
-            _ => (2, 15, true, &E5M2),
-        };
-        let mut format = Fp8 {
-            mantissa_bits,
-            bias,
-            ieee_specials,
-            positive: &[],
-        };
-        format.positive = table.get_or_init(|| {
-            (0u8..=0x7f)
-                .map(|code| format.decode(code))
-                .take_while(|v| v.is_finite())
-                .collect()
-        });
-        format
-    }
-
-    fn decode(&self, code: u8) -> f64 {
-        let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
-        let exp_mask = (1u32 << (7 - self.mantissa_bits)) - 1;
-        let exp = (code as u32 >> self.mantissa_bits) & exp_mask;
-        let mantissa = code as u32 & ((1 << self.mantissa_bits) - 1);
-        let scale = (1u32 << self.mantissa_bits) as f64;
-        if exp == exp_mask {
-            if self.ieee_specials {
-                return if mantissa == 0 {
-                    sign * f64::INFINITY
-                } else {
-                    f64::NAN
-                };
-            }
-            if mantissa == (1 << self.mantissa_bits) - 1 {
-                return f64::NAN;
-            }
-        }
-        let magnitude = if exp == 0 {
-            mantissa as f64 / scale * 2f64.powi(1 - self.bias)
-        } else {
-            (1.0 + mantissa as f64 / scale) * 2f64.powi(exp as i32 - self.bias)
-        };
-        sign * magnitude
-    }
-
-    fn encode(&self, x: f64) -> u8 {
-        if x.is_nan() {
-            return 0x7f;
-        }
-        let sign = if x.is_sign_negative() { 0x80 } else { 0 };
-        let a = x.abs();
-        // The first code whose value is >= a; then pick the nearer neighbour, ties to the even code.
-        let above = self.positive.partition_point(|&v| v < a);
-        let code = if above == self.positive.len() {
-            above - 1 // saturate
-        } else if above == 0 {
-            0
-        } else {
-            let (lo, hi) = (self.positive[above - 1], self.positive[above]);
-            match (a - lo).partial_cmp(&(hi - a)) {
-                Some(std::cmp::Ordering::Less) => above - 1,
-                Some(std::cmp::Ordering::Greater) => above,
-                _ if (above - 1) % 2 == 0 => above - 1,
-                _ => above,
-            }
-        };
-        sign | code as u8
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -389,8 +224,8 @@ fn generate_bytes(dtype: DType, role: &Role, geometry: Geometry, seed: u64) -> V
         return bytes;
     }
     let lines_per_chunk = (GENERATION_CHUNK / geometry.inner().max(1)).max(1) as usize;
-    let chunks: Vec<&mut [u8]> = bytes.chunks_mut(line_bytes * lines_per_chunk).collect();
-    parallel_for_each(chunks, |chunk_index, chunk| {
+    let chunks = bytes.par_chunks_mut(line_bytes * lines_per_chunk);
+    chunks.enumerate().for_each(|(chunk_index, chunk)| {
         let mut rng = SplitMix64::new(mix(seed, chunk_index as u64));
         for line in chunk.chunks_mut(line_bytes) {
             for element in line[..inner_bytes].chunks_exact_mut(size) {
@@ -542,25 +377,29 @@ impl Problem {
         } else {
             (0..m).map(Line::Row).collect()
         };
-        let sums = parallel_map(&lines, |line| {
-            let mut sums = ErrorSums::default();
-            let cells: Vec<(u64, u64)> = match *line {
-                Line::Row(r) => (0..n).map(|c| (r, c)).collect(),
-                Line::Col(c) => (0..m).map(|r| (r, c)).collect(),
-            };
-            for (r, c) in cells {
-                let acc = dot(a.row(r), b.row(c));
-                let expected = epilogue.eval(r, c, acc);
-                let got = output.element(r, c);
-                if got.is_nan() {
-                    continue; // counted as unwritten
+        // Collected in line order and added up in that order: the error is the same on every run.
+        let sums: Vec<ErrorSums> = lines
+            .par_iter()
+            .map(|line| {
+                let mut sums = ErrorSums::default();
+                let cells: Vec<(u64, u64)> = match *line {
+                    Line::Row(r) => (0..n).map(|c| (r, c)).collect(),
+                    Line::Col(c) => (0..m).map(|r| (r, c)).collect(),
+                };
+                for (r, c) in cells {
+                    let acc = dot(a.row(r), b.row(c));
+                    let expected = epilogue.eval(r, c, acc);
+                    let got = output.element(r, c);
+                    if got.is_nan() {
+                        continue; // counted as unwritten
+                    }
+                    sums.diff += (got - expected) * (got - expected);
+                    sums.reference += expected * expected;
+                    sums.count += 1;
                 }
-                sums.diff += (got - expected) * (got - expected);
-                sums.reference += expected * expected;
-                sums.count += 1;
-            }
-            sums
-        });
+                sums
+            })
+            .collect();
         let total = sums.into_iter().fold(ErrorSums::default(), ErrorSums::add);
         let error = if total.reference > 0.0 {
             (total.diff / total.reference).sqrt()
@@ -576,6 +415,27 @@ impl Problem {
             checked: total.count,
             sampled,
         })
+    }
+
+    /// The reference's output as the bytes of D in its layout: every element computed in f64,
+    /// the epilogue applied and the value stored as a kernel stores it ([`encode_into`]), the
+    /// padding left poisoned. Where the GEMM is exact in f32 (inputs chosen so), a correct
+    /// kernel writes exactly these bytes. Computes every element: meant for small problems.
+    pub fn expected_output(&self, spec: &KernelSpec) -> Result<Vec<u8>, ReferenceError> {
+        let d = self.by_role(spec, Role::D)?;
+        let a = self.dequantized(spec, self.by_role(spec, Role::A)?, Operand::A)?;
+        let b = self.dequantized(spec, self.by_role(spec, Role::B)?, Operand::B)?;
+        let epilogue = CompiledEpilogue::new(spec, self)?;
+        let size = d.dtype.size_bytes() as usize;
+        let mut out = d.bytes.clone();
+        for r in 0..self.shape.m {
+            for c in 0..self.shape.n {
+                let value = epilogue.eval(r, c, dot(a.row(r), b.row(c)));
+                let at = d.geometry.offset(r, c) as usize * size;
+                encode_into(d.dtype, value, &mut out[at..at + size]);
+            }
+        }
+        Ok(out)
     }
 
     /// The A operand as [M][K] or B as [N][K] (both K-contiguous), dequantized by their scales.
@@ -604,8 +464,8 @@ impl Problem {
             })
             .collect();
         let mut values = vec![0f32; (outer * k) as usize];
-        let rows: Vec<&mut [f32]> = values.chunks_mut(k.max(1) as usize).collect();
-        parallel_for_each(rows, |index, row| {
+        let rows = values.par_chunks_mut(k.max(1) as usize);
+        rows.enumerate().for_each(|(index, row)| {
             let o = index as u64;
             for (kk, slot) in row.iter_mut().enumerate() {
                 let kk = kk as u64;
@@ -701,17 +561,17 @@ fn sample_lines(count: u64, rng: &mut SplitMix64) -> Vec<u64> {
 fn count_poison(tensor: &HostTensor) -> u64 {
     let size = tensor.dtype.size_bytes() as usize;
     let g = tensor.geometry;
-    let lines: Vec<u64> = (0..g.outer()).collect();
-    parallel_map(&lines, |&line| {
-        let start = (line * g.ld) as usize * size;
-        let end = start + g.inner() as usize * size;
-        tensor.bytes[start..end]
-            .chunks_exact(size)
-            .filter(|e| is_poison(tensor.dtype, e))
-            .count() as u64
-    })
-    .into_iter()
-    .sum()
+    (0..g.outer())
+        .into_par_iter()
+        .map(|line| {
+            let start = (line * g.ld) as usize * size;
+            let end = start + g.inner() as usize * size;
+            tensor.bytes[start..end]
+                .chunks_exact(size)
+                .filter(|e| is_poison(tensor.dtype, e))
+                .count() as u64
+        })
+        .sum()
 }
 
 #[derive(Default, Clone, Copy)]
@@ -747,8 +607,8 @@ pub struct Check {
     pub sampled: bool,
 }
 
-/// The relative-error threshold of SPEC.md §6 for the spec's input dtypes, loosened to the
-/// rounding of its output dtype when that is coarser.
+/// The relative-error threshold (docs/cli.md, "Checking") for the spec's input dtypes, loosened
+/// to the rounding of its output dtype when that is coarser.
 pub fn tolerance(spec: &KernelSpec) -> f64 {
     let input = |dtype: DType| match dtype {
         DType::F32 => 1e-5,
@@ -778,205 +638,78 @@ pub fn tolerance(spec: &KernelSpec) -> f64 {
 // Epilogue
 // ---------------------------------------------------------------------------------------------
 
-/// The epilogue with every name resolved to where its value comes from.
+/// The epilogue with every name it reads resolved to where its value comes from; the expression
+/// itself is evaluated by [`Expr::eval`], the one definition of what it means.
 struct CompiledEpilogue<'a> {
-    root: Node<'a>,
+    expr: &'a Expr,
+    names: Vec<(String, Source<'a>)>,
 }
 
-enum Node<'a> {
-    Acc,
+enum Source<'a> {
+    /// A param or a scalar input.
     Constant(f64),
     /// A vector along N (one value per column) or M (one per row).
     PerCol(&'a HostTensor),
     PerRow(&'a HostTensor),
     Matrix(&'a HostTensor),
-    Neg(Box<Node<'a>>),
-    Binary(BinaryOp, Box<Node<'a>>, Box<Node<'a>>),
-    Call(Func, Vec<Node<'a>>),
-    Cast(DType, Box<Node<'a>>),
 }
 
 impl<'a> CompiledEpilogue<'a> {
-    fn new(spec: &KernelSpec, problem: &'a Problem) -> Result<Self, ReferenceError> {
-        Ok(CompiledEpilogue {
-            root: resolve(&spec.epilogue.expr, problem)?,
-        })
+    fn new(spec: &'a KernelSpec, problem: &'a Problem) -> Result<Self, ReferenceError> {
+        let expr = &spec.epilogue.expr;
+        let names = expr
+            .references()
+            .into_iter()
+            .map(|name| {
+                let source = source(&name, problem)?;
+                Ok((name, source))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(CompiledEpilogue { expr, names })
     }
 
     fn eval(&self, r: u64, c: u64, acc: f64) -> f64 {
-        eval(&self.root, r, c, acc)
+        let value = |name: &str| match self.names.iter().find(|(n, _)| n == name) {
+            Some((_, Source::Constant(v))) => *v,
+            Some((_, Source::PerCol(t))) => t.element(0, c),
+            Some((_, Source::PerRow(t))) => t.element(0, r),
+            Some((_, Source::Matrix(t))) => t.element(r, c),
+            // `new` resolved every name the expression references.
+            None => f64::NAN,
+        };
+        self.expr.eval(&value, acc)
     }
 }
 
-fn resolve<'a>(expr: &Expr, problem: &'a Problem) -> Result<Node<'a>, ReferenceError> {
-    let boxed = |e: &Expr| resolve(e, problem).map(Box::new);
-    Ok(match expr {
-        Expr::Acc => Node::Acc,
-        Expr::Number(v) => Node::Constant(*v),
-        Expr::Var(name) => {
-            if let Some((_, v)) = problem.params.iter().find(|(p, _)| p == name) {
-                Node::Constant(*v)
-            } else {
-                let tensor = problem
-                    .tensor(name)
-                    .ok_or_else(|| ReferenceError::UnknownVariable { name: name.clone() })?;
-                match tensor.role {
-                    Role::Scalar => Node::Constant(tensor.element(0, 0)),
-                    Role::ColVector => Node::PerCol(tensor),
-                    Role::RowVector => Node::PerRow(tensor),
-                    Role::C => Node::Matrix(tensor),
-                    ref role => {
-                        return Err(ReferenceError::UnreadableVariable {
-                            name: name.clone(),
-                            role: format!("{role:?}"),
-                        })
-                    }
-                }
-            }
-        }
-        Expr::Unary(UnaryOp::Neg, e) => Node::Neg(boxed(e)?),
-        Expr::Binary(op, l, r) => Node::Binary(*op, boxed(l)?, boxed(r)?),
-        Expr::Call(func, args) => {
-            if args.len() != func.arity() {
-                return Err(ReferenceError::Arity {
-                    call: func.name(),
-                    expected: func.arity(),
-                    got: args.len(),
-                });
-            }
-            let args = args
-                .iter()
-                .map(|a| resolve(a, problem))
-                .collect::<Result<_, _>>()?;
-            Node::Call(*func, args)
-        }
-        Expr::Cast(dtype, e) => Node::Cast(*dtype, boxed(e)?),
-    })
-}
-
-fn eval(node: &Node, r: u64, c: u64, acc: f64) -> f64 {
-    let ev = |n: &Node| eval(n, r, c, acc);
-    match node {
-        Node::Acc => acc,
-        Node::Constant(v) => *v,
-        Node::PerCol(t) => t.element(0, c),
-        Node::PerRow(t) => t.element(0, r),
-        Node::Matrix(t) => t.element(r, c),
-        Node::Neg(e) => -ev(e),
-        Node::Binary(op, l, rhs) => {
-            let (x, y) = (ev(l), ev(rhs));
-            match op {
-                BinaryOp::Add => x + y,
-                BinaryOp::Sub => x - y,
-                BinaryOp::Mul => x * y,
-                BinaryOp::Div => x / y,
-            }
-        }
-        Node::Call(func, args) => {
-            let v: Vec<f64> = args.iter().map(ev).collect();
-            apply(*func, &v)
-        }
-        Node::Cast(dtype, e) => round_to(*dtype, ev(e)),
+fn source<'a>(name: &str, problem: &'a Problem) -> Result<Source<'a>, ReferenceError> {
+    if let Some((_, v)) = problem.params.iter().find(|(p, _)| p == name) {
+        return Ok(Source::Constant(*v));
     }
-}
-
-/// The epilogue functions in f64. `gelu` is the exact erf form, `gelu_tanh` the tanh
-/// approximation (PyTorch's `approximate="tanh"`).
-pub fn apply(func: Func, v: &[f64]) -> f64 {
-    let x = v[0];
-    match func {
-        Func::Relu => x.max(0.0),
-        Func::Gelu => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
-        Func::GeluTanh => {
-            let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-            0.5 * x * (1.0 + inner.tanh())
-        }
-        Func::Silu => x / (1.0 + (-x).exp()),
-        Func::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        Func::Tanh => x.tanh(),
-        Func::Min => x.min(v[1]),
-        Func::Max => x.max(v[1]),
-        Func::Clamp => x.max(v[1]).min(v[2]),
-        Func::Abs => x.abs(),
-    }
-}
-
-/// The error function to ~1e-15: its Taylor series below 2, the continued fraction of erfc above.
-pub fn erf(x: f64) -> f64 {
-    let a = x.abs();
-    let magnitude = if a < 2.0 {
-        // erf(x) = 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
-        let (mut term, mut sum, x2) = (a, a, a * a);
-        for n in 1..60 {
-            term *= -x2 / n as f64;
-            let next = term / (2 * n + 1) as f64;
-            sum += next;
-            if next.abs() < 1e-17 * sum.abs() {
-                break;
-            }
-        }
-        sum * 2.0 / std::f64::consts::PI.sqrt()
-    } else if a < 6.0 {
-        // erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + 2/(x + ...)))))
-        let mut tail = a;
-        for n in (1..=80).rev() {
-            tail = a + (n as f64 / 2.0) / tail;
-        }
-        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / tail
-    } else {
-        1.0
-    };
-    magnitude.copysign(x)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parallelism
-// ---------------------------------------------------------------------------------------------
-
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Calls `work(index, item)` for every item, spread over all cores.
-fn parallel_for_each<T: Send>(items: Vec<T>, work: impl Fn(usize, T) + Sync) {
-    let per_thread = items.len().div_ceil(threads()).max(1);
-    let mut items: Vec<(usize, T)> = items.into_iter().enumerate().collect();
-    std::thread::scope(|scope| {
-        while !items.is_empty() {
-            let rest = items.split_off(per_thread.min(items.len()));
-            let batch = std::mem::replace(&mut items, rest);
-            let work = &work;
-            scope.spawn(move || batch.into_iter().for_each(|(i, item)| work(i, item)));
-        }
-    });
-}
-
-/// `items.iter().map(work)` spread over all cores, in order.
-fn parallel_map<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let per_thread = items.len().div_ceil(threads()).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(per_thread)
-            .map(|chunk| {
-                let work = &work;
-                scope.spawn(move || chunk.iter().map(work).collect::<Vec<R>>())
+    let tensor = problem
+        .tensor(name)
+        .ok_or_else(|| ReferenceError::UnknownVariable { name: name.into() })?;
+    Ok(match tensor.role {
+        Role::Scalar => Source::Constant(tensor.element(0, 0)),
+        Role::ColVector => Source::PerCol(tensor),
+        Role::RowVector => Source::PerRow(tensor),
+        Role::C => Source::Matrix(tensor),
+        ref role => {
+            return Err(ReferenceError::UnreadableVariable {
+                name: name.into(),
+                role: format!("{role:?}"),
             })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("reference worker threads do not panic"))
-            .collect()
+        }
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::round_to;
     use crate::hw::preset;
-    use crate::spec::DimDomain;
     use crate::spec::{
-        Direction, Epilogue, KernelSpec, Operand as SpecOperand, Param, ScaleGranularity,
-        ShapeSpec, TargetRef,
+        erf, BinaryOp, DimDomain, Direction, Epilogue, Func, KernelSpec, Operand as SpecOperand,
+        Param, ScaleGranularity, ShapeSpec, TargetRef,
     };
 
     fn matrix(
@@ -1053,72 +786,6 @@ mod tests {
     }
 
     #[test]
-    fn fp8_codes_round_trip_and_round_to_nearest() {
-        for dtype in [DType::E4m3, DType::E5m2] {
-            for code in 0u8..=255 {
-                let v = decode(dtype, &[code]);
-                if v.is_finite() && !(v == 0.0 && code == 0x80) {
-                    assert_eq!(encode(dtype, v), vec![code], "{dtype} code {code:#x}");
-                }
-            }
-        }
-        assert_eq!(decode(DType::E4m3, &[0x7e]), 448.0);
-        assert_eq!(decode(DType::E5m2, &[0x7b]), 57344.0);
-        assert!(decode(DType::E4m3, &[0x7f]).is_nan());
-        assert_eq!(decode(DType::E5m2, &[0x7c]), f64::INFINITY);
-        // Saturation, ties to even (1.0 and 1.125 are neighbours in e4m3; 1.0625 is the tie).
-        assert_eq!(round_to(DType::E4m3, 1e6), 448.0);
-        assert_eq!(round_to(DType::E4m3, 1.0625), 1.0);
-        assert_eq!(round_to(DType::E4m3, 1.07), 1.125);
-        assert_eq!(round_to(DType::E4m3, -0.3), -0.3125);
-        // Smallest e4m3 subnormal is 2^-9.
-        assert_eq!(decode(DType::E4m3, &[0x01]), 2f64.powi(-9));
-    }
-
-    #[test]
-    fn other_dtypes_round_as_the_hardware_does() {
-        assert_eq!(round_to(DType::Bf16, 1.0 + 2f64.powi(-9)), 1.0); // tie to even
-        assert_eq!(
-            round_to(DType::F16, 1.0 + 3.0 * 2f64.powi(-11)),
-            1.0 + 2f64.powi(-9)
-        );
-        assert_eq!(
-            round_to(DType::Tf32, 1.0 + 2f64.powi(-11)),
-            1.0 + 2f64.powi(-10)
-        ); // half away
-        assert_eq!(round_to(DType::I8, 300.0), 127.0);
-        assert_eq!(round_to(DType::F32, 0.1), 0.1f32 as f64);
-    }
-
-    #[test]
-    fn erf_matches_known_values() {
-        for (x, want) in [
-            (0.0, 0.0),
-            (0.5, 0.520_499_877_813_046_5),
-            (1.0, 0.842_700_792_949_714_9),
-            (2.0, 0.995_322_265_018_952_7),
-            (3.0, 0.999_977_909_503_001_4),
-            (-1.5, -0.966_105_146_475_310_7),
-        ] {
-            assert!(
-                (erf(x) - want).abs() < 1e-14,
-                "erf({x}) = {} not {want}",
-                erf(x)
-            );
-        }
-    }
-
-    #[test]
-    fn poison_is_nan_in_every_float_dtype() {
-        for dtype in DType::ALL.into_iter().filter(|d| d.is_float()) {
-            let bytes = vec![poison_byte(dtype); dtype.size_bytes() as usize];
-            assert!(is_poison(dtype, &bytes), "{dtype}");
-            assert!(!is_poison(dtype, &encode(dtype, 0.5)), "{dtype}");
-        }
-        assert!(is_poison(DType::I32, &[0x80; 4]));
-    }
-
-    #[test]
     fn inputs_are_seeded_rounded_padded_and_non_zero() {
         let s = spec(
             DType::Bf16,
@@ -1188,6 +855,52 @@ mod tests {
             assert_eq!(untouched.unwritten, 99);
             assert!(!untouched.passed);
         }
+    }
+
+    #[test]
+    fn expected_output_stores_the_epilogue_as_a_kernel_does() {
+        let s = spec(
+            DType::Bf16,
+            DType::F32,
+            [Layout::Row, Layout::Col, Layout::Col],
+            Expr::Cast(DType::I8, Box::new(Expr::Acc)),
+        );
+        let options = ProblemOptions {
+            ld_pad: 1,
+            ..Default::default()
+        };
+        let mut p = Problem::generate(&s, Shape::new(3, 4, 2), &options).unwrap();
+        // acc = t[r] + c: ties, which cast<i8> rounds to even.
+        let t = [0.5, 2.5, -1.5];
+        let set = |p: &mut Problem, name: &str, r: u64, c: u64, v: f64| {
+            let tensor = p.tensors.iter_mut().find(|t| t.name == name).unwrap();
+            let at = tensor.geometry.offset(r, c) as usize * 2;
+            encode_into(DType::Bf16, v, &mut tensor.bytes[at..at + 2]);
+        };
+        for (r, &v) in t.iter().enumerate() {
+            set(&mut p, "A", r as u64, 0, v);
+            set(&mut p, "A", r as u64, 1, 1.0);
+        }
+        for c in 0..4 {
+            set(&mut p, "B", 0, c, 1.0);
+            set(&mut p, "B", 1, c, c as f64);
+        }
+        let expected = p.expected_output(&s).unwrap();
+        assert_eq!(expected, naive_output(&s, &p, |_, _, v| v));
+        let d = HostTensor {
+            bytes: expected.clone(),
+            ..p.output().unwrap().clone()
+        };
+        for (r, &v) in t.iter().enumerate() {
+            for c in 0..4 {
+                let want = (v + c as f64).round_ties_even();
+                assert_eq!(d.element(r as u64, c), want, "({r}, {c})");
+            }
+        }
+        // D is col-major with ld 4: the one padding element per column stays poisoned.
+        assert_eq!(count_poison(&d), 0);
+        assert!(decode(DType::F32, &expected[12..16]).is_nan());
+        assert!(p.check(&s, &expected).unwrap().passed);
     }
 
     #[test]

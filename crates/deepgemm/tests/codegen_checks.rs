@@ -138,6 +138,25 @@ fn epilogue_reads_c_vectors_and_params_in_their_layouts() {
         "{}",
         kernel.source
     );
+    // A negation of a negation or of a negative literal keeps its parentheses: `--acc` would be
+    // a C++ decrement, `--1.5f` does not compile. The comment prints the same tree as `.dgml`.
+    let neg = |e: Expr| Expr::Unary(deepgemm::spec::UnaryOp::Neg, Box::new(e));
+    s.epilogue.expr = Expr::Binary(
+        BinaryOp::Mul,
+        Box::new(neg(neg(Expr::Acc))),
+        Box::new(neg(Expr::Number(-1.5))),
+    );
+    let kernel = generate(&s, &simt_plan(&s, (64, 64, 16), 2), "v0").unwrap();
+    assert!(
+        kernel.source.contains("return -(-acc) * -(-1.5f);"),
+        "{}",
+        kernel.source
+    );
+    assert!(
+        kernel.source.contains("D = -(-acc) * -(-1.5)\n"),
+        "{}",
+        kernel.source
+    );
 }
 
 #[test]

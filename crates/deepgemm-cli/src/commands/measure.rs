@@ -1,6 +1,6 @@
-//! Measuring plans the way shared/docs/GPU.md says: on one set of fresh random inputs, a checked
-//! run (output poisoned first) before any timing, then the median of timed runs with the L2
-//! flushed. `bench` and `tune` both measure through here, so their numbers agree.
+//! Measuring plans the way docs/cli.md ("Measuring") says: on one set of fresh random inputs, a
+//! checked run (output poisoned first) before any timing, then the median of timed runs with the
+//! L2 flushed. `bench` and `tune` both measure through here, so their numbers agree.
 
 use deepgemm::codegen;
 use deepgemm::plan::{Plan, Shape};

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test file uses a different part of this module
 
+pub mod ties;
+
 use deepgemm::codegen::{self, GeneratedKernel};
 use deepgemm::plan::{Backend, Shape};
 use deepgemm::spec::KernelSpec;
@@ -165,7 +167,13 @@ pub fn parse(text: &str) -> KernelSpec {
 /// The spec and the search's best plan for it, generated.
 pub fn kernel(case: &Case, backend: Backend) -> Result<(KernelSpec, GeneratedKernel), String> {
     let spec = parse(&case.dgml(backend));
-    let result = deepgemm::search::search(&spec).map_err(|e| format!("search: {e}"))?;
+    let kernel = generate(&spec, backend)?;
+    Ok((spec, kernel))
+}
+
+/// The search's best plan for `spec` (whose constraints force `backend`), generated.
+pub fn generate(spec: &KernelSpec, backend: Backend) -> Result<GeneratedKernel, String> {
+    let result = deepgemm::search::search(spec).map_err(|e| format!("search: {e}"))?;
     let plan = result.buckets[0].winner().plan.clone();
     if plan.backend != backend {
         return Err(format!(
@@ -173,8 +181,7 @@ pub fn kernel(case: &Case, backend: Backend) -> Result<(KernelSpec, GeneratedKer
             plan.backend
         ));
     }
-    let kernel = codegen::generate(&spec, &plan, "v0").map_err(|e| format!("codegen: {e}"))?;
-    Ok((spec, kernel))
+    codegen::generate(spec, &plan, "v0").map_err(|e| format!("codegen: {e}"))
 }
 
 /// A seed that differs from run to run (fresh inputs for every check), printed on failure.

@@ -6,7 +6,7 @@ use super::abi::{leading_dim_name, param_name, pointer_name};
 use super::CodegenError;
 use crate::dtype::DType;
 use crate::spec::{
-    BinaryOp, Dim, Expr, Func, KernelSpec, Layout, Operand, Role, ShapeSym, UnaryOp,
+    needs_parens, Dim, Expr, Func, KernelSpec, Layout, Operand, Role, ShapeSym, UnaryOp,
 };
 
 /// The epilogue as C++ statements for the kernel body (4-space lambda body, 2-space indent).
@@ -35,31 +35,9 @@ fn scalar_name(operand: &Operand) -> String {
     format!("s_{}", super::abi::ident(&operand.name))
 }
 
-/// Binding strength, for parentheses: sums < products < negation < atoms.
-fn precedence(expr: &Expr) -> u8 {
-    match expr {
-        Expr::Binary(BinaryOp::Add | BinaryOp::Sub, _, _) => 1,
-        Expr::Binary(BinaryOp::Mul | BinaryOp::Div, _, _) => 2,
-        Expr::Unary(UnaryOp::Neg, _) => 3,
-        Expr::Number(v) if *v < 0.0 => 3,
-        _ => 4,
-    }
-}
-
-fn binary_symbol(op: BinaryOp) -> &'static str {
-    match op {
-        BinaryOp::Add => "+",
-        BinaryOp::Sub => "-",
-        BinaryOp::Mul => "*",
-        BinaryOp::Div => "/",
-    }
-}
-
-/// Prints `child` as an operand of a binary operator of precedence `parent`; `right` operands
-/// also need parentheses at equal precedence (a - (b - c)).
-fn operand_text(child: &Expr, parent: u8, right: bool, text: String) -> String {
-    let p = precedence(child);
-    if p < parent || (right && p == parent) {
+/// `child` as an operand of `parent`, parenthesized as the `.dgml` printer would.
+fn operand_text(parent: &Expr, child: &Expr, right: bool, text: String) -> String {
+    if needs_parens(parent, child, right) {
         format!("({text})")
     } else {
         text
@@ -91,17 +69,16 @@ fn cxx_expr<'a>(
         Expr::Var(name) => variable(spec, name, scalars)?,
         Expr::Unary(UnaryOp::Neg, inner) => {
             let text = cxx_expr(spec, inner, scalars)?;
-            format!("-{}", operand_text(inner, 3, false, text))
+            format!("-{}", operand_text(expr, inner, false, text))
         }
         Expr::Binary(op, lhs, rhs) => {
-            let p = precedence(expr);
             let l = cxx_expr(spec, lhs, scalars)?;
             let r = cxx_expr(spec, rhs, scalars)?;
             format!(
                 "{} {} {}",
-                operand_text(lhs, p, false, l),
-                binary_symbol(*op),
-                operand_text(rhs, p, true, r)
+                operand_text(expr, lhs, false, l),
+                op.symbol(),
+                operand_text(expr, rhs, true, r)
             )
         }
         Expr::Call(func, args) => {
@@ -195,30 +172,9 @@ fn variable<'a>(
     })
 }
 
-/// The expression in `.dgml` syntax, for comments.
+/// The expression in `.dgml` syntax, for comments: the spec's one printer.
 pub(crate) fn dgml_expr(expr: &Expr) -> String {
-    match expr {
-        Expr::Acc => "acc".to_string(),
-        Expr::Number(v) => format!("{v}"),
-        Expr::Var(name) => name.clone(),
-        Expr::Unary(UnaryOp::Neg, inner) => {
-            format!("-{}", operand_text(inner, 3, false, dgml_expr(inner)))
-        }
-        Expr::Binary(op, lhs, rhs) => {
-            let p = precedence(expr);
-            format!(
-                "{} {} {}",
-                operand_text(lhs, p, false, dgml_expr(lhs)),
-                binary_symbol(*op),
-                operand_text(rhs, p, true, dgml_expr(rhs))
-            )
-        }
-        Expr::Call(func, args) => {
-            let args: Vec<String> = args.iter().map(dgml_expr).collect();
-            format!("{}({})", func.name(), args.join(", "))
-        }
-        Expr::Cast(dtype, inner) => format!("cast<{dtype}>({})", dgml_expr(inner)),
-    }
+    expr.to_string()
 }
 
 /// Scale tensors of operand `of` (A or B) in declaration order.

@@ -1,5 +1,6 @@
-//! The hardware model: one GPU described as data (SPEC.md §7). Built-in presets live as YAML
-//! files next to this module, so the preset, the printed form and a user's file share one schema.
+//! The hardware model: one GPU described as data (`hardware "x.yaml"`, docs/language.md §3).
+//! Built-in presets live as YAML files next to this module, so the preset, the printed form and a
+//! user's file share one schema.
 
 mod presets;
 mod validate;

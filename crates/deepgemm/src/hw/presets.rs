@@ -6,7 +6,8 @@ use super::Hardware;
 /// A preset's canonical name and the YAML that defines it.
 pub struct PresetName {
     pub name: &'static str,
-    /// Other names accepted for it in `target` (SPEC.md §2: `hopper` = h100, `ampere` = a100).
+    /// Other names accepted for it in `target` (docs/language.md §3: `hopper` = h100,
+    /// `ampere` = a100).
     pub aliases: &'static [&'static str],
     yaml: &'static str,
 }

@@ -5,7 +5,6 @@
 use crate::model::{ObservableValue, Observables};
 use crate::plan::{Backend, Plan};
 use crate::spec::{CBinOp, CExpr, Constraint, ConstraintOp, TileValues, TileVar, TilingDomain};
-use std::fmt::Write as _;
 
 /// A value of a constraint expression.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,7 +86,7 @@ pub fn check_condition(expr: &CExpr) -> Result<(), String> {
         Type::Bool => Ok(()),
         other => Err(format!(
             "`where {}` is {}, not a condition",
-            render(expr),
+            expr,
             other.name()
         )),
     }
@@ -106,8 +105,8 @@ fn type_of(expr: &CExpr) -> Result<Type, String> {
             let bad = || {
                 format!(
                     "`{}` applies `{}` to {} and {}",
-                    render(expr),
-                    op_symbol(*op),
+                    expr,
+                    op.symbol(),
                     lt.name(),
                     rt.name()
                 )
@@ -150,7 +149,7 @@ fn expect(e: &CExpr, want: Type, what: &str) -> Result<Type, String> {
         Err(format!(
             "{what} needs {} but `{}` is {}",
             want.name(),
-            render(e),
+            e,
             got.name()
         ))
     }
@@ -307,7 +306,7 @@ pub fn find_contradiction(constraints: &[Constraint]) -> Option<(String, String,
             if a.key != b.key {
                 continue;
             }
-            let what = render(a.key);
+            let what = a.key;
             let why = match (a.backend, b.backend) {
                 (Some(x), Some(y)) if x != y => {
                     format!("`{what}` cannot be both {x} and {y}")
@@ -364,74 +363,5 @@ pub fn fmt_value(v: Value) -> String {
         Value::Number(x) => fmt_number(x),
         Value::Backend(b) => b.name().to_string(),
         Value::Bool(b) => b.to_string(),
-    }
-}
-
-fn op_symbol(op: CBinOp) -> &'static str {
-    match op {
-        CBinOp::Add => "+",
-        CBinOp::Sub => "-",
-        CBinOp::Mul => "*",
-        CBinOp::Div => "/",
-        CBinOp::Mod => "%",
-        CBinOp::Lt => "<",
-        CBinOp::Le => "<=",
-        CBinOp::Gt => ">",
-        CBinOp::Ge => ">=",
-        CBinOp::Eq => "==",
-        CBinOp::Ne => "!=",
-        CBinOp::And => "and",
-        CBinOp::Or => "or",
-    }
-}
-
-/// An expression as source-like text (fully parenthesized inner operations).
-pub fn render(expr: &CExpr) -> String {
-    let mut s = String::new();
-    render_into(expr, &mut s, true);
-    s
-}
-
-fn render_into(expr: &CExpr, out: &mut String, top: bool) {
-    match expr {
-        CExpr::Number(x) => out.push_str(&fmt_number(*x)),
-        CExpr::Observable(o) => out.push_str(o.name()),
-        CExpr::TileVar(v) => out.push_str(v.name()),
-        CExpr::Backend(b) => out.push_str(b.name()),
-        CExpr::Neg(e) => {
-            out.push('-');
-            render_into(e, out, false);
-        }
-        CExpr::Not(e) => {
-            out.push('!');
-            render_into(e, out, false);
-        }
-        CExpr::Bin(op, l, r) => {
-            if !top {
-                out.push('(');
-            }
-            render_into(l, out, false);
-            let _ = write!(out, " {} ", op_symbol(*op));
-            render_into(r, out, false);
-            if !top {
-                out.push(')');
-            }
-        }
-    }
-}
-
-/// A tiling domain as source-like text, e.g. `TILE_N in {64, 128}` or `TILE_M in [64, 256] where ...`.
-pub fn render_domain(d: &TilingDomain) -> String {
-    let values = match &d.values {
-        TileValues::Interval { lo, hi } => format!("[{lo}, {hi}]"),
-        TileValues::Set(v) => format!(
-            "{{{}}}",
-            v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-        ),
-        TileValues::Stepped { lo, hi, step } => format!("{lo}..={hi} step {step}"),
-    };
-    match &d.condition {
-        Some(c) => format!("{} in {} where {}", d.var.name(), values, render(c)),
-        None => format!("{} in {}", d.var.name(), values),
     }
 }

@@ -183,7 +183,7 @@ pub fn search(spec: &KernelSpec) -> Result<SearchResult, SearchError> {
     for d in &spec.tiling {
         if let Some(cond) = &d.condition {
             constraints::check_condition(cond).map_err(|why| SearchError::InvalidConstraint {
-                text: constraints::render_domain(d),
+                text: d.to_string(),
                 why,
             })?;
         }
@@ -263,7 +263,7 @@ fn search_bucket(
     let mut pruned: Vec<PruneCount> = spec
         .tiling
         .iter()
-        .map(|d| prune_rule(constraints::render_domain(d), PruneKind::Tiling))
+        .map(|d| prune_rule(d.to_string(), PruneKind::Tiling))
         .collect();
     let fits_rule = pruned.len();
     pruned.push(prune_rule(

@@ -1,19 +1,21 @@
-//! What an epilogue expression means, as a function on f64: the CPU reference evaluates it with
-//! [`Expr::eval`] and code generation must agree with it.
+//! What an epilogue expression means, as a function on f64: the one definition, which the CPU
+//! reference evaluates ([`Expr::eval`]) and code generation must agree with. A kernel evaluates
+//! the same expression in f32 with the prelude's functions (`kernels/prelude.cuh`); the
+//! reference keeps f64 for everything but `cast`, which rounds exactly as the kernel does.
 //!
 //! Functions:
 //! - `relu(x)` = max(x, 0)
 //! - `gelu(x)` = 0.5·x·(1 + erf(x/√2)) (the exact, erf form)
-//! - `gelu_tanh(x)` = 0.5·x·(1 + tanh(0.79788456·(x + 0.044715·x³))) (the tanh approximation)
+//! - `gelu_tanh(x)` = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (the tanh approximation)
 //! - `silu(x)` = x·sigmoid(x); `sigmoid(x)` = 1/(1 + e^(−x)); `tanh`, `abs` as usual
-//! - `min(a, b)`, `max(a, b)`; `clamp(x, lo, hi)` = min(max(x, lo), hi)
-//! - `cast<dt>(x)` rounds x to the nearest value of `dt` (ties to even): f16 and bf16 through
-//!   the `half` crate, f32 through `as f32`, tf32 to 10 mantissa bits, e4m3/e5m2 to their 3/2
-//!   mantissa bits saturating at ±448 / ±57344 (the `satfinite` conversion), i8/i32 to the
-//!   nearest integer saturating at the type's range.
+//! - `min(a, b)`, `max(a, b)` (a NaN argument is ignored, like `fminf`/`fmaxf`);
+//!   `clamp(x, lo, hi)` = min(max(x, lo), hi)
+//! - `cast<dt>(x)` rounds the f32 nearest x to `dt` as the kernel does: [`round_to`] (ties to
+//!   even for f16, bf16, e4m3, e5m2, i8 and i32, away from zero for tf32; FP8 saturates to its
+//!   largest finite value, i8 and i32 to their range).
 
 use super::types::{BinaryOp, Expr, Func, UnaryOp};
-use crate::dtype::DType;
+use crate::codec::round_to;
 
 impl Expr {
     /// The value of the expression, with `acc` = `acc` and every other name looked up in `env`.
@@ -66,8 +68,8 @@ impl Expr {
     }
 }
 
-/// `sqrt(2/pi)`, as written in the gelu_tanh formula.
-const GELU_TANH_SCALE: f64 = 0.79788456;
+/// √(2/π), the constant the prelude's `dg_gelu_tanh` writes out.
+const GELU_TANH_SCALE: f64 = 0.797_884_560_802_865_4;
 const GELU_TANH_CUBIC: f64 = 0.044715;
 
 /// Apply a built-in function; semantic analysis guarantees `args.len() == func.arity()`.
@@ -117,48 +119,10 @@ pub fn erf(x: f64) -> f64 {
     value.min(1.0).copysign(x)
 }
 
-/// Round `x` to the nearest value representable in `dtype` (see the module docs).
-pub fn round_to(dtype: DType, x: f64) -> f64 {
-    match dtype {
-        DType::F32 => x as f32 as f64,
-        DType::F16 => half::f16::from_f64(x).to_f64(),
-        DType::Bf16 => half::bf16::from_f64(x).to_f64(),
-        // tf32 keeps f32's exponent range: round the f32 value to 10 mantissa bits.
-        DType::Tf32 => round_float(x as f32 as f64, 10, -126, f32::MAX as f64),
-        DType::E4m3 => round_float(x, 3, -6, 448.0),
-        DType::E5m2 => round_float(x, 2, -14, 57344.0),
-        DType::I8 => round_int(x, i8::MIN as f64, i8::MAX as f64),
-        DType::I32 => round_int(x, i32::MIN as f64, i32::MAX as f64),
-    }
-}
-
-/// Round to a binary float with `mantissa_bits` explicit bits, normal exponents from
-/// `min_exp` (subnormals below) and largest finite value `max`, saturating; ties to even.
-fn round_float(x: f64, mantissa_bits: i32, min_exp: i32, max: f64) -> f64 {
-    if !x.is_finite() {
-        return if x.is_nan() { x } else { max.copysign(x) };
-    }
-    if x == 0.0 {
-        return x;
-    }
-    // The binary exponent, read exactly from the bits (f64 subnormals are far below min_exp).
-    let biased = ((x.to_bits() >> 52) & 0x7ff) as i32;
-    let exp = (biased - 1023).max(min_exp);
-    let quantum = 2f64.powi(exp - mantissa_bits);
-    let rounded = (x / quantum).round_ties_even() * quantum;
-    rounded.clamp(-max, max)
-}
-
-fn round_int(x: f64, min: f64, max: f64) -> f64 {
-    if x.is_nan() {
-        return 0.0;
-    }
-    x.round_ties_even().clamp(min, max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
 
     fn eval(e: &Expr, acc: f64) -> f64 {
         e.eval(&|name| if name == "alpha" { 2.0 } else { 10.0 }, acc)
@@ -175,10 +139,12 @@ mod tests {
             (0.5, 0.520_499_877_813_046_5),
             (1.0, 0.842_700_792_949_714_9),
             (2.0, 0.995_322_265_018_952_7),
+            (3.0, 0.999_977_909_503_001_4),
             (3.5, 0.999_999_256_901_627_7),
+            (-1.5, -0.966_105_146_475_310_7),
         ] {
             assert!((erf(x) - want).abs() < 1e-14, "erf({x}) = {}", erf(x));
-            assert!((erf(-x) + want).abs() < 1e-14);
+            assert!((erf(-x) - -want).abs() < 1e-14);
         }
         assert_eq!(erf(0.0), 0.0);
         assert_eq!(erf(7.0), 1.0);
@@ -189,7 +155,8 @@ mod tests {
         let gelu = call(Func::Gelu, vec![Expr::Acc]);
         assert!((eval(&gelu, 1.0) - 0.841_344_746_068_542_9).abs() < 1e-12);
         let gelu_tanh = call(Func::GeluTanh, vec![Expr::Acc]);
-        assert!((eval(&gelu_tanh, 1.0) - 0.841_191_990_607_477_4).abs() < 1e-7);
+        // PyTorch's gelu(1.0, approximate="tanh").
+        assert!((eval(&gelu_tanh, 1.0) - 0.841_191_990_608_276_8).abs() < 1e-15);
         let silu = call(Func::Silu, vec![Expr::Acc]);
         assert!((eval(&silu, 2.0) - 1.761_594_155_955_764_9).abs() < 1e-12);
         assert_eq!(eval(&call(Func::Relu, vec![Expr::Acc]), -3.0), 0.0);
@@ -221,21 +188,26 @@ mod tests {
     }
 
     #[test]
-    fn casts_round_to_the_type() {
-        assert_eq!(round_to(DType::Bf16, 1.0 + 1.0 / 512.0), 1.0);
-        assert_eq!(round_to(DType::F16, 65519.0), 65504.0);
-        assert_eq!(round_to(DType::E4m3, 1000.0), 448.0);
-        assert_eq!(round_to(DType::E4m3, 1.0625), 1.0); // tie between 1.0 and 1.125 → even
-        assert_eq!(round_to(DType::E4m3, 1.07), 1.125);
-        assert_eq!(round_to(DType::E4m3, 2f64.powi(-9)), 2f64.powi(-9)); // smallest subnormal
-        assert_eq!(round_to(DType::E5m2, 1e6), 57344.0);
-        assert_eq!(round_to(DType::Tf32, 1.0 + 2f64.powi(-11)), 1.0);
-        assert_eq!(
-            round_to(DType::Tf32, 1.0 + 2f64.powi(-10)),
-            1.0 + 2f64.powi(-10)
+    fn casts_round_as_the_kernel_does() {
+        let cast = |dtype, e: Expr| Expr::Cast(dtype, Box::new(e));
+        let half_acc = Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Acc),
+            Box::new(Expr::Number(0.5)),
         );
-        assert_eq!(round_to(DType::I8, 300.0), 127.0);
-        assert_eq!(round_to(DType::I8, 2.5), 2.0);
-        assert_eq!(round_to(DType::I32, -1e12), i32::MIN as f64);
+        // 5 * 0.5 = 2.5 is a tie: rintf gives the even 2, not 3.
+        assert_eq!(eval(&cast(DType::I8, half_acc.clone()), 5.0), 2.0);
+        assert_eq!(eval(&cast(DType::I8, half_acc), -7.0), -4.0);
+        // 1 + 2^-8 lies halfway between the bf16 values 1 and 1 + 2^-7.
+        let tie = 1.0 + 2f64.powi(-8);
+        assert_eq!(eval(&cast(DType::Bf16, Expr::Acc), tie), 1.0);
+        // A cast of a cast rounds twice, as the kernel does: 1 + 2^-8 + 2^-12 is above the tie
+        // and rounds to the bf16 1 + 2^-7, but through f16 it first becomes the tie 1 + 2^-8.
+        let nested = cast(DType::Bf16, cast(DType::F16, Expr::Acc));
+        assert_eq!(eval(&nested, tie + 2f64.powi(-12)), 1.0);
+        assert_eq!(
+            eval(&cast(DType::Bf16, Expr::Acc), tie + 2f64.powi(-12)),
+            1.0 + 2f64.powi(-7)
+        );
     }
 }

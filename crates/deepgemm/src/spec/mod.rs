@@ -1,4 +1,4 @@
-//! The `.dgml` language (SPEC.md §2): lexer → parser → semantic analysis → [`KernelSpec`].
+//! The `.dgml` language (docs/language.md): lexer → parser → semantic analysis → [`KernelSpec`].
 //!
 //! ```text
 //! source ──lexer.rs──▶ tokens ──parser.rs──▶ ast.rs ──sema.rs──▶ types.rs (SpecFile)
@@ -20,7 +20,8 @@ mod sema;
 mod types;
 
 pub use diag::{Diagnostic, Diagnostics, Span};
-pub use expr::{erf, round_to};
+pub use expr::erf;
+pub(crate) use print::needs_parens;
 pub use print::{shape_text, summary, to_dgml};
 pub use types::*;
 

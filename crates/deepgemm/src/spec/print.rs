@@ -23,6 +23,13 @@ impl fmt::Display for CExpr {
     }
 }
 
+/// `.dgml` syntax without the `;`: `TILE_N in {64, 128}`, `TILE_M in [64, 256] where ...`.
+impl fmt::Display for TilingDomain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&tiling_domain(self))
+    }
+}
+
 /// Canonical `.dgml` text of a whole file.
 pub fn to_dgml(file: &SpecFile) -> String {
     file.kernels
@@ -181,10 +188,21 @@ fn expr_prec(e: &Expr) -> u8 {
     }
 }
 
+/// Whether `child`, an operand of `parent` (its right operand when `right`), is printed in
+/// parentheses. `.dgml` and CUDA C++ (codegen) share the rule: `-(-x)` rather than `--x`, which
+/// C++ reads as a decrement.
+pub(crate) fn needs_parens(parent: &Expr, child: &Expr, right: bool) -> bool {
+    let (p, c) = (expr_prec(parent), expr_prec(child));
+    match parent {
+        Expr::Unary(..) => c <= p,
+        _ => c < p || (right && c == p),
+    }
+}
+
 /// An epilogue expression in `.dgml` syntax.
 pub fn expr(e: &Expr) -> String {
-    let wrap = |child: &Expr, parens: bool| {
-        if parens {
+    let wrap = |child: &Expr, right: bool| {
+        if needs_parens(e, child, right) {
             format!("({})", expr(child))
         } else {
             expr(child)
@@ -194,21 +212,9 @@ pub fn expr(e: &Expr) -> String {
         Expr::Acc => "acc".to_string(),
         Expr::Number(v) => number(*v),
         Expr::Var(name) => name.clone(),
-        // `-(-x)` rather than `--x`, for the reader.
-        Expr::Unary(UnaryOp::Neg, x) => format!("-{}", wrap(x, expr_prec(x) <= 3)),
+        Expr::Unary(UnaryOp::Neg, x) => format!("-{}", wrap(x, false)),
         Expr::Binary(op, l, r) => {
-            let p = expr_prec(e);
-            let symbol = match op {
-                BinaryOp::Add => "+",
-                BinaryOp::Sub => "-",
-                BinaryOp::Mul => "*",
-                BinaryOp::Div => "/",
-            };
-            format!(
-                "{} {symbol} {}",
-                wrap(l, expr_prec(l) < p),
-                wrap(r, expr_prec(r) <= p)
-            )
+            format!("{} {} {}", wrap(l, false), op.symbol(), wrap(r, true))
         }
         Expr::Call(f, args) => {
             let args: Vec<String> = args.iter().map(expr).collect();
@@ -269,7 +275,7 @@ pub fn cexpr(e: &CExpr) -> String {
             format!(
                 "{} {} {}",
                 wrap(l, left_parens),
-                cbin_symbol(*op),
+                op.symbol(),
                 wrap(r, right_parens)
             )
         }
@@ -303,24 +309,6 @@ fn size(bytes: f64) -> String {
         format!("{} KiB", bytes / KIB)
     } else {
         number(bytes)
-    }
-}
-
-fn cbin_symbol(op: CBinOp) -> &'static str {
-    match op {
-        CBinOp::Add => "+",
-        CBinOp::Sub => "-",
-        CBinOp::Mul => "*",
-        CBinOp::Div => "/",
-        CBinOp::Mod => "%",
-        CBinOp::Lt => "<",
-        CBinOp::Le => "<=",
-        CBinOp::Gt => ">",
-        CBinOp::Ge => ">=",
-        CBinOp::Eq => "==",
-        CBinOp::Ne => "!=",
-        CBinOp::And => "&&",
-        CBinOp::Or => "||",
     }
 }
 

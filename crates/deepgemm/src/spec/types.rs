@@ -169,6 +169,18 @@ pub enum BinaryOp {
     Div,
 }
 
+impl BinaryOp {
+    /// The operator as `.dgml` and CUDA C++ both write it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+        }
+    }
+}
+
 /// Built-in epilogue functions (`cast<dtype>` is `Expr::Cast`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -343,6 +355,27 @@ pub enum CBinOp {
     Ne,
     And,
     Or,
+}
+
+impl CBinOp {
+    /// The operator as `.dgml` writes it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CBinOp::Add => "+",
+            CBinOp::Sub => "-",
+            CBinOp::Mul => "*",
+            CBinOp::Div => "/",
+            CBinOp::Mod => "%",
+            CBinOp::Lt => "<",
+            CBinOp::Le => "<=",
+            CBinOp::Gt => ">",
+            CBinOp::Ge => ">=",
+            CBinOp::Eq => "==",
+            CBinOp::Ne => "!=",
+            CBinOp::And => "&&",
+            CBinOp::Or => "||",
+        }
+    }
 }
 
 /// Quantities the model predicts for a plan.
