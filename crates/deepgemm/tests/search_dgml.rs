@@ -60,3 +60,50 @@ fn contradictions_and_infeasibility_from_dgml() {
     let err = search(&spec).unwrap_err().to_string();
     assert!(err.contains("admits no plan; the smallest needs"), "{err}");
 }
+
+fn typed(input: &str) -> KernelSpec {
+    let source = format!(
+        "kernel sgemm {{ target h200; input A: {input}[M, K] row; input B: {input}[K, N] row;
+           output D: f32[M, N] row; shape {{ M = 2048; N = 2048; K = 4096; }} }}"
+    );
+    parse_str(&source, "sgemm.dgml", Path::new("."))
+        .unwrap()
+        .kernels
+        .remove(0)
+}
+
+/// f32 is never planned at tf32 precision: its tensor-core plans are costed as 3xTF32 (three
+/// tf32 products), and the report names the path and what it beat.
+#[test]
+fn f32_is_planned_at_f32_accuracy_and_explained() {
+    use deepgemm::model::schedule::splits_f32;
+    let f32 = typed("f32");
+    let tf32 = typed("tf32");
+    let (f32_result, tf32_result) = (search(&f32).unwrap(), search(&tf32).unwrap());
+    let (fw, tw) = (
+        f32_result.buckets[0].winner(),
+        tf32_result.buckets[0].winner(),
+    );
+    assert_eq!(fw.prediction.schedule.math.products, 3, "{}", fw.label);
+    assert!(splits_f32(deepgemm::dtype::DType::F32, fw.plan.backend));
+    assert_eq!(tw.prediction.schedule.math.products, 1);
+    // A third of the tf32 rate: the f32 plan cannot be predicted as fast as the tf32 one.
+    assert!(
+        fw.prediction.time_us > 2.0 * tw.prediction.time_us,
+        "f32 {} us vs tf32 {} us",
+        fw.prediction.time_us,
+        tw.prediction.time_us
+    );
+    let md = render_markdown(&Analysis::new(&f32, &f32_result, 3));
+    assert!(md.contains("3xTF32"), "{md}");
+    assert!(
+        md.contains("f32 accuracy by 3xTF32 on the tensor cores"),
+        "{md}"
+    );
+    assert!(md.contains("the best simt plan"), "{md}");
+    let md = render_markdown(&Analysis::new(&tf32, &tf32_result, 3));
+    assert!(
+        md.contains("tf32 inputs are multiplied at tf32 precision"),
+        "{md}"
+    );
+}

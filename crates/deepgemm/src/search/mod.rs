@@ -11,6 +11,7 @@
 //! report can say what they would give, but only plans of [`GENERATED_BACKENDS`] are returned.
 
 pub mod constraints;
+pub mod paths;
 pub mod space;
 
 use crate::codegen::{self, space::GENERATED_BACKENDS};
@@ -81,6 +82,17 @@ pub struct BucketResult {
     pub candidates: Vec<Candidate>,
     /// The best feasible plans of backends without a generator yet, best first (model only).
     pub model_only: Vec<Candidate>,
+    /// The best feasible plan of each generated backend that has one, best first: what the
+    /// winner's backend was chosen over.
+    pub best_by_backend: Vec<BackendBest>,
+}
+
+/// The fastest feasible plan of one backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendBest {
+    pub backend: Backend,
+    pub label: String,
+    pub predicted_us: f64,
 }
 
 impl BucketResult {
@@ -359,6 +371,16 @@ fn search_bucket(
     let feasible_count = feasible.len();
     rank(&mut feasible);
     rank(&mut model_only);
+    let mut best_by_backend: Vec<BackendBest> = Vec::new();
+    for c in &feasible {
+        if !best_by_backend.iter().any(|b| b.backend == c.plan.backend) {
+            best_by_backend.push(BackendBest {
+                backend: c.plan.backend,
+                label: c.label.clone(),
+                predicted_us: c.prediction.time_us,
+            });
+        }
+    }
     feasible.truncate(KEPT_CANDIDATES);
     model_only.truncate(KEPT_CANDIDATES);
     Ok(BucketResult {
@@ -370,6 +392,7 @@ fn search_bucket(
         feasible: feasible_count,
         candidates: feasible,
         model_only,
+        best_by_backend,
     })
 }
 
