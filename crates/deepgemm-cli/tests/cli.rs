@@ -180,3 +180,31 @@ fn tune_replays_a_recorded_run_without_a_gpu() {
     assert!(out.contains("as recorded:") && out.contains("with the current model"));
     assert!(out.contains("ranking quality"), "{out}");
 }
+
+/// Extents the kernels' `int` parameters cannot hold are refused before anything runs, with
+/// the limit named: in a spec (`check`) and on the command line (`--shape`).
+#[test]
+fn extents_past_the_kernel_abi_are_refused_with_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("huge.dgml");
+    std::fs::write(
+        &spec,
+        "kernel huge { target h200; input A: bf16[M, K] row; input B: bf16[K, N] col;
+           output D: bf16[M, N] row; shape { M = 1099511627776; N = 4096; K = 4096; } }",
+    )
+    .unwrap();
+    for command in ["check", "explain", "compile"] {
+        let o = deepgemm(&[command, spec.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{command}: {}", text(&o));
+        assert!(text(&o).contains("at most 2147483647"), "{}", text(&o));
+        assert!(text(&o).contains("huge.dgml:2:"), "{}", text(&o));
+    }
+    let o = deepgemm(&[
+        "run",
+        "examples/gemm_bf16.dgml",
+        "--shape",
+        "2147483648,4096,4096",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("at most 2147483647"), "{}", text(&o));
+}

@@ -44,6 +44,22 @@ mod spec_errors {
 
     const CASES: &[Case] = &[
         Case {
+            name: "an extent past the kernel ABI's int names the limit",
+            replace: &[(8, "  shape { M = 1099511627776; N = 64; K = 64; }")],
+            at: (8, 15),
+            message: "`M` reaches 1099511627776, more than the kernel ABI holds: kernels take \
+                      `int M`, at most 2147483647 (2^31 - 1)",
+            hint: Some("split the problem into GEMMs of at most 2147483647 along M"),
+        },
+        Case {
+            name: "2^31 is one past the int limit, in a range too",
+            replace: &[(8, "  shape { M = 64; N = 64; K in 1..=2147483648; }")],
+            at: (8, 32),
+            message: "`K` reaches 2147483648, more than the kernel ABI holds: kernels take \
+                      `int K`, at most 2147483647 (2^31 - 1)",
+            hint: Some("split the problem into GEMMs of at most 2147483647 along K"),
+        },
+        Case {
             name: "unknown dtype, with did-you-mean",
             replace: &[(3, "  input A: bf61[M, K] row;")],
             at: (3, 12),

@@ -67,7 +67,12 @@ pub fn parse_shape(text: &str) -> Result<Shape, String> {
         return Err(format!("`{text}` is not M,N,K (e.g. 4096,4096,4096)"));
     };
     let dim = |name: &str, value: &str| -> Result<u64, String> {
+        let limit = deepgemm::codegen::MAX_EXTENT;
         match value.parse::<u64>() {
+            Ok(v) if v > limit => Err(format!(
+                "{name} = {v} is more than the kernel ABI holds: kernels take `int {name}`, at \
+                 most {limit} (2^31 - 1)"
+            )),
             Ok(v) if v >= 1 => Ok(v),
             _ => Err(format!("{name} = `{value}` must be a whole number >= 1")),
         }

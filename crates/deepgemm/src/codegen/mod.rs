@@ -41,6 +41,12 @@ pub struct GeneratedKernel {
     pub plan: Plan,
 }
 
+/// The largest M, N or K a kernel takes: extents are `int` parameters (`check` refuses more).
+pub const MAX_EXTENT: u64 = i32::MAX as u64;
+
+/// The most blocks a launch has: `grid.x` is at most 2^31 - 1 (the search prunes bigger grids).
+pub const MAX_GRID_BLOCKS: u64 = i32::MAX as u64;
+
 /// One kernel parameter. Pointers are `CUdeviceptr`s, leading dimensions `int64` (elements),
 /// extents `int32`, params `float`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

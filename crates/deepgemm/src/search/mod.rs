@@ -285,6 +285,11 @@ fn search_bucket(
         ),
         PruneKind::Hardware,
     ));
+    let grid_rule = pruned.len();
+    pruned.push(prune_rule(
+        format!("the grid fits {} blocks (grid.x)", codegen::MAX_GRID_BLOCKS),
+        PruneKind::Hardware,
+    ));
     let spill_rule = pruned.len();
     pruned.push(prune_rule(
         "registers fit without spilling".to_string(),
@@ -317,6 +322,9 @@ fn search_bucket(
             let prediction = model::predict_problem(&problem, plan, hw);
             if prediction.schedule.occupancy.blocks_per_sm == 0 {
                 charge(&mut pruned, &mut removed_by, fits_rule);
+            }
+            if prediction.schedule.geometry.blocks > codegen::MAX_GRID_BLOCKS {
+                charge(&mut pruned, &mut removed_by, grid_rule);
             }
             if prediction.registers.spills {
                 charge(&mut pruned, &mut removed_by, spill_rule);

@@ -7,6 +7,7 @@ use super::ast::*;
 use super::diag::{did_you_mean, Diagnostic, Span, MAX_DIAGNOSTICS};
 use super::print;
 use super::types::*;
+use crate::codegen::MAX_EXTENT;
 use crate::dtype::DType;
 use crate::hw::{self, Hardware};
 use crate::plan::Backend;
@@ -390,6 +391,24 @@ impl Cx<'_> {
 
     fn domain(&mut self, entry: &ShapeEntry) -> Option<DimDomain> {
         let sym = &entry.sym.text;
+        let largest = match &entry.domain {
+            DomainAst::Fixed(v) => *v,
+            DomainAst::Range { lo, hi } => *lo.max(hi),
+            DomainAst::Set(values) => values.iter().copied().max().unwrap_or(0),
+        };
+        if largest > MAX_EXTENT {
+            self.error(
+                entry.span,
+                format!(
+                    "`{sym}` reaches {largest}, more than the kernel ABI holds: kernels take \
+                     `int {sym}`, at most {MAX_EXTENT} (2^31 - 1)"
+                ),
+            )
+            .hint = Some(format!(
+                "split the problem into GEMMs of at most {MAX_EXTENT} along {sym}"
+            ));
+            return None;
+        }
         match &entry.domain {
             DomainAst::Fixed(0) => {
                 self.error(entry.span, format!("`{sym}` must be at least 1"));
