@@ -127,3 +127,45 @@ fn a_huge_m_range_plans_in_well_under_a_second() {
     // build on a loaded machine.
     assert!(took.as_secs_f64() < 5.0, "planning took {took:?}");
 }
+
+/// `check` accepts only what `compile` builds: every dtype combination of inputs, accumulator
+/// and output that parses and checks on a target is planned and generated (issue 9: `accumulate
+/// f16`, an e4m3 output and i8 -> i32 passed check and failed in compile without a position).
+#[test]
+fn every_dtype_combination_check_accepts_compiles() {
+    use deepgemm::dtype::DType;
+    let mut accepted = 0;
+    let mut failures = Vec::new();
+    for target in ["h200", "a100"] {
+        for input in DType::ALL {
+            for output in DType::ALL {
+                for acc in std::iter::once(None).chain(DType::ALL.map(Some)) {
+                    let acc_line = acc.map_or(String::new(), |a| format!("accumulate {a};"));
+                    let source = format!(
+                        "kernel k {{ target {target}; input A: {input}[M, K] row;
+                           input B: {input}[K, N] col; output D: {output}[M, N] row; {acc_line}
+                           shape {{ M = 64; N = 64; K = 64; }} }}"
+                    );
+                    let Ok(mut file) = parse_str(&source, "k.dgml", Path::new(".")) else {
+                        continue;
+                    };
+                    accepted += 1;
+                    let spec = file.kernels.remove(0);
+                    let what = format!("{target} {input} -> {output} acc {acc:?}");
+                    match search(&spec) {
+                        Ok(result) => {
+                            for v in result.variants() {
+                                if let Err(e) = deepgemm::codegen::generate(&spec, &v.plan, "v0") {
+                                    failures.push(format!("{what}: generate: {e}"));
+                                }
+                            }
+                        }
+                        Err(e) => failures.push(format!("{what}: search: {e}")),
+                    }
+                }
+            }
+        }
+    }
+    assert!(accepted >= 20, "{accepted} combinations checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -11,8 +11,8 @@ mod render;
 mod simt;
 mod sm80;
 pub mod space;
+pub mod support;
 
-use crate::dtype::DType;
 use crate::plan::{Backend, EpilogueStrategy, Plan, Shape};
 use crate::spec::{KernelSpec, ShapeSym};
 use serde::{Deserialize, Serialize};
@@ -124,9 +124,6 @@ fn unsupported(backend: Backend, reason: String) -> CodegenError {
 
 const NO_GENERATOR: &str = "no generator yet (generated backends: sm80, simt)";
 
-/// Output dtypes the epilogues can store.
-const OUTPUT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
-
 /// Whether `plan` can be generated for `spec`; the error names the first reason it cannot.
 pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let backend = plan.backend;
@@ -151,11 +148,11 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
         return fail("only the direct (registers -> global) epilogue is implemented".to_string());
     }
     let d = spec.d();
-    if !OUTPUT_DTYPES.contains(&d.dtype) {
-        return fail(format!(
-            "output `{}` is {}; the epilogue stores f32, f16 or bf16",
-            d.name, d.dtype
-        ));
+    if let Some(why) = support::output_refusal(d.dtype) {
+        return fail(format!("output `{}`: {why}", d.name));
+    }
+    if let Some(why) = support::accumulate_refusal(spec.a().dtype, spec.accumulate) {
+        return fail(why);
     }
     let expected = space::smem_layout(spec, backend, tile);
     if plan.smem != expected {

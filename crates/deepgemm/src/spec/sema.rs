@@ -7,7 +7,7 @@ use super::ast::*;
 use super::diag::{did_you_mean, Diagnostic, Span, MAX_DIAGNOSTICS};
 use super::print;
 use super::types::*;
-use crate::codegen::MAX_EXTENT;
+use crate::codegen::{support, MAX_EXTENT};
 use crate::dtype::DType;
 use crate::hw::{self, Hardware};
 use crate::plan::Backend;
@@ -664,6 +664,26 @@ impl Cx<'_> {
             }
         }
         self.check_scales(decls, operands);
+        if let Some(d) = operands.iter().flatten().find(|o| o.role == Role::D) {
+            if let Some(why) = support::output_refusal(d.dtype) {
+                let decl = decls.iter().find(|decl| decl.name.text == d.name);
+                let span = decl.map_or_else(|| decl_span(decls, &d.name), |decl| decl.dtype.span);
+                let diag = self.error(span, format!("output `{}` is {}: {why}", d.name, d.dtype));
+                diag.expected = Some("f32, f16 or bf16".to_string());
+                diag.hint = Some(match d.dtype {
+                    DType::I32 | DType::I8 => format!(
+                        "write `output {}: f32...`: the integer sum converts to f32 exactly up \
+                         to 2^24",
+                        d.name
+                    ),
+                    _ => format!(
+                        "write `output {}: bf16...` (or f16, f32); `cast<{}>(...)` in the \
+                         epilogue rounds through {} before the store",
+                        d.name, d.dtype, d.dtype
+                    ),
+                });
+            }
+        }
         let a = operands.iter().flatten().find(|o| o.role == Role::A);
         let b = operands.iter().flatten().find(|o| o.role == Role::B);
         if let (Some(a), Some(b)) = (a, b) {
@@ -852,17 +872,11 @@ impl Cx<'_> {
         let Some(input) = input else {
             return Some(dtype);
         };
-        let legal: &[DType] = match input {
-            DType::I8 => &[DType::I32],
-            DType::F16 => &[DType::F32, DType::F16],
-            _ => &[DType::F32],
-        };
-        if !legal.contains(&dtype) {
+        // The generators' own rule (codegen::support), so check refuses what compile cannot build.
+        if let Some(why) = support::accumulate_refusal(input, dtype) {
+            let legal = support::accumulate_dtypes(input);
             let names: Vec<&str> = legal.iter().map(|d| d.name()).collect();
-            let d = self.error(
-                name.span,
-                format!("{input} inputs cannot accumulate in {dtype}"),
-            );
+            let d = self.error(name.span, why);
             d.expected = Some(names.join(" or "));
             d.hint = Some(format!("write `accumulate {};` or leave it out", names[0]));
             return None;
