@@ -208,3 +208,55 @@ fn extents_past_the_kernel_abi_are_refused_with_the_limit() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("at most 2147483647"), "{}", text(&o));
 }
+
+/// A spec whose only plans run on the CUDA-core fallback says so in check, explain and compile,
+/// with the backend that would take it and why each faster one cannot.
+#[test]
+fn the_simt_fallback_is_reported_by_check_explain_and_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let spec = "examples/fp8_block_scaled.dgml";
+    for args in [
+        vec!["check", spec],
+        vec!["explain", spec],
+        vec!["compile", spec, "-o", out],
+    ] {
+        let o = deepgemm(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        let t = text(&o);
+        assert!(
+            t.contains("slow path: every plan runs on the CUDA-core fallback"),
+            "{args:?}: {t}"
+        );
+        assert!(t.contains("sm90 would take it"), "{args:?}: {t}");
+        assert!(
+            t.contains("sm80 cannot: its mma.sync generator takes"),
+            "{args:?}: {t}"
+        );
+    }
+}
+
+/// A hard constraint that makes every plan slower is reported with its cost.
+#[test]
+fn a_constraint_that_slows_every_plan_is_reported_with_its_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("waves.dgml");
+    std::fs::write(
+        &spec,
+        "kernel decode { target h100; input A: bf16[M, K] row; input B: bf16[K, N] col;
+           output D: bf16[M, N] row; shape { M = 16; N = 6144; K = 4096; }
+           constraints { waves >= 0.9; } }",
+    )
+    .unwrap();
+    let o = deepgemm(&["explain", spec.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("`waves >= 0.9` costs"), "{t}");
+    assert!(t.contains("without it: 20.9 us"), "{t}");
+    assert!(t.contains("with it: 36.0 us"), "{t}");
+    let json = deepgemm(&["explain", spec.to_str().unwrap(), "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let cost = &value[0]["buckets"][0]["constraint_costs"][0];
+    assert_eq!(cost["constraint"], "waves >= 0.9");
+    assert!(cost["without_us"].as_f64().unwrap() < cost["with_us"].as_f64().unwrap());
+}

@@ -44,6 +44,22 @@ mod spec_errors {
 
     const CASES: &[Case] = &[
         Case {
+            name: "a tile variable no generator implements is not silently ignored",
+            replace: &[(6, "  tiling { SPLIT_K in 1..=8; }")],
+            at: (6, 12),
+            message: "`SPLIT_K` is not implemented yet: no generator splits K, every plan has \
+                      SPLIT_K = 1",
+            hint: Some("remove it; small-M shapes are planned without split-K"),
+        },
+        Case {
+            name: "nor in a constraint",
+            replace: &[(6, "  constraints { SPLIT_K >= 2; }")],
+            at: (6, 17),
+            message: "`SPLIT_K` is not implemented yet: no generator splits K, every plan has \
+                      SPLIT_K = 1",
+            hint: Some("remove it"),
+        },
+        Case {
             name: "an accumulator no generator implements, at its line",
             replace: &[
                 (3, "  input A: f16[M, K] row;"),

@@ -1,6 +1,7 @@
 //! `deepgemm check SPEC...`: validate specs and print a normalized summary of each kernel.
 
 use crate::Failure;
+use deepgemm::search::paths;
 use deepgemm::spec;
 use std::path::PathBuf;
 
@@ -21,6 +22,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
             Ok(file) => {
                 for kernel in &file.kernels {
                     println!("{}", spec::summary(kernel));
+                    // How the math runs when it is not the fast tensor-core path the user may
+                    // assume (precision, CUDA-core fallback): explain and compile say it too.
+                    for note in paths::notes(kernel) {
+                        println!("  note: {note}");
+                    }
                 }
             }
             Err(diagnostics) => {

@@ -65,6 +65,13 @@ pub fn run(args: Args) -> Result<(), Failure> {
         let result = common::plan(spec)?;
         let dir = args.out.join(&spec.name);
         let analysis = Analysis::new(spec, &result, args.top);
+        // What analysis.md says first, on the terminal too: a slow path is never silent.
+        for note in &analysis.notes {
+            eprintln!("note: {}: {note}", spec.name);
+        }
+        for cost in result.buckets.iter().flat_map(|b| &b.constraint_costs) {
+            eprintln!("note: {}: {}", spec.name, cost.message);
+        }
         write(
             &dir.join("analysis.md"),
             render_markdown(&analysis).as_bytes(),

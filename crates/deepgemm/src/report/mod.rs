@@ -34,6 +34,8 @@
 //!       "why": "..."
 //!     },
 //!     "best_by_backend": [ { "backend", "label", "predicted_us" } ],
+//!     "constraint_costs": [ { "constraint", "without_plan", "without_us", "with_us",
+//!                             "message" } ],   // hard constraints that slow the winner
 //!     "candidates": [ { "rank", "label", "predicted_us", "tflops", "bottleneck", "smem_bytes",
 //!                       "registers", "occupancy", "waves", "note" } ],
 //!     "model_only": [ ...same rows, backends without a generator... ]
@@ -111,6 +113,7 @@ pub struct BucketAnalysis {
     pub candidates: Vec<CandidateRow>,
     pub model_only: Vec<CandidateRow>,
     pub best_by_backend: Vec<crate::search::BackendBest>,
+    pub constraint_costs: Vec<crate::search::ConstraintCost>,
 }
 
 /// The chosen plan with the full four-layer prediction and why it won.
@@ -205,6 +208,7 @@ impl Analysis {
                         candidates: rows(&b.candidates, top, winner),
                         model_only: rows(&b.model_only, top.min(3), winner),
                         best_by_backend: b.best_by_backend.clone(),
+                        constraint_costs: b.constraint_costs.clone(),
                     }
                 })
                 .collect(),
@@ -461,6 +465,9 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
         "**{}**: {:.1} us, {:.0} TFLOP/s, {}-bound.\n\n{}.\n",
         w.label, p.time_us, p.tflops, w.bound_by, w.why
     );
+    for cost in &b.constraint_costs {
+        let _ = writeln!(out, "Note: {}.\n", cost.message);
+    }
     let m = &p.movement;
     let r = &p.registers;
     let s = &p.schedule;

@@ -85,7 +85,26 @@ pub struct BucketResult {
     /// The best feasible plan of each generated backend that has one, best first: what the
     /// winner's backend was chosen over.
     pub best_by_backend: Vec<BackendBest>,
+    /// Hard constraints that make the winner slower than the best plan they remove.
+    pub constraint_costs: Vec<ConstraintCost>,
 }
+
+/// What one hard constraint costs: the predicted time of the best generated plan without it (every
+/// other rule still met) against the winner's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintCost {
+    pub constraint: String,
+    /// The best plan the constraint removes, and its predicted time.
+    pub without_plan: String,
+    pub without_us: f64,
+    /// The winner's predicted time.
+    pub with_us: f64,
+    pub message: String,
+}
+
+/// A constraint that slows the winner by less than this fraction is not reported: the model
+/// cannot tell such plans apart.
+const CONSTRAINT_COST_REPORTED: f64 = 0.01;
 
 /// The fastest feasible plan of one backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -306,6 +325,8 @@ fn search_bucket(
     let mut feasible: Vec<Candidate> = Vec::new();
     let mut model_only: Vec<Candidate> = Vec::new();
     let mut near_misses: Vec<Option<NearMiss>> = hard.iter().map(|_| None).collect();
+    // Per hard constraint: the fastest generated plan that breaks only it.
+    let mut best_without: Vec<Option<(f64, String)>> = hard.iter().map(|_| None).collect();
     let mut violations: Vec<usize> = Vec::with_capacity(hard.len());
     for (backend, plans) in spaces {
         enumerated += plans.len();
@@ -349,6 +370,10 @@ fn search_bucket(
                 if let Some(s) = standings[i] {
                     record_near_miss(&mut near_misses[i], hard[i].op, s, plan);
                 }
+                let time = prediction.time_us;
+                if best_without[i].as_ref().is_none_or(|(t, _)| time < *t) {
+                    best_without[i] = Some((time, plan.label()));
+                }
             }
             if removed_by.is_some() {
                 continue;
@@ -379,6 +404,26 @@ fn search_bucket(
     let feasible_count = feasible.len();
     rank(&mut feasible);
     rank(&mut model_only);
+    let with_us = feasible[0].prediction.time_us;
+    let constraint_costs = hard
+        .iter()
+        .zip(best_without)
+        .filter_map(|(c, best)| {
+            let (without_us, without_plan) = best?;
+            (without_us < with_us * (1.0 - CONSTRAINT_COST_REPORTED)).then(|| ConstraintCost {
+                message: format!(
+                    "`{}` costs {:.1} us: without it: {without_us:.1} us ({without_plan}); \
+                     with it: {with_us:.1} us",
+                    c.text,
+                    with_us - without_us
+                ),
+                constraint: c.text.clone(),
+                without_plan,
+                without_us,
+                with_us,
+            })
+        })
+        .collect();
     let mut best_by_backend: Vec<BackendBest> = Vec::new();
     for c in &feasible {
         if !best_by_backend.iter().any(|b| b.backend == c.plan.backend) {
@@ -401,6 +446,7 @@ fn search_bucket(
         candidates: feasible,
         model_only,
         best_by_backend,
+        constraint_costs,
     })
 }
 

@@ -1119,6 +1119,7 @@ impl Cx<'_> {
 
     fn cname(&mut self, name: &str, span: Span, tile_vars_only: bool) -> Option<CExpr> {
         if let Some(var) = TileVar::from_name(name) {
+            self.check_implemented(var, span)?;
             return Some(CExpr::TileVar(var));
         }
         match name {
@@ -1164,6 +1165,23 @@ impl Cx<'_> {
         None
     }
 
+    /// A tile variable no generator implements would be silently ignored (every plan has it at
+    /// 1), so naming one is an error until a generator takes it.
+    fn check_implemented(&mut self, var: TileVar, span: Span) -> Option<()> {
+        if var != TileVar::SPLIT_K {
+            return Some(());
+        }
+        self.error(
+            span,
+            "`SPLIT_K` is not implemented yet: no generator splits K, every plan has SPLIT_K = 1",
+        )
+        .hint = Some(
+            "remove it; small-M shapes are planned without split-K (examples/decode.dgml)"
+                .to_string(),
+        );
+        None
+    }
+
     fn tiling(&mut self, entries: &[TilingEntry]) -> Vec<TilingDomain> {
         let mut seen: Vec<TileVar> = Vec::new();
         let mut out = Vec::new();
@@ -1180,6 +1198,8 @@ impl Cx<'_> {
                 d.hint = hint;
             }
             if let Some(v) = var {
+                // Reported once; the entry is still checked for its own errors.
+                let _ = self.check_implemented(v, entry.var.span);
                 if seen.contains(&v) {
                     self.error(
                         entry.var.span,
