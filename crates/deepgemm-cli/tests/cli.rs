@@ -260,3 +260,52 @@ fn a_constraint_that_slows_every_plan_is_reported_with_its_cost() {
     assert_eq!(cost["constraint"], "waves >= 0.9");
     assert!(cost["without_us"].as_f64().unwrap() < cost["with_us"].as_f64().unwrap());
 }
+
+/// `compile` replaces a kernel's folder: after a second run it holds exactly that run's variants
+/// (no variant, source or binary of the first run is left beside them) and no partial folder.
+#[test]
+fn compile_replaces_the_kernels_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let spec = dir.path().join("k.dgml");
+    let write_spec = |shape: &str| {
+        std::fs::write(
+            &spec,
+            format!(
+                "kernel k {{ target h200; input A: bf16[M, K] row; input B: bf16[K, N] col;
+                   output D: bf16[M, N] row; shape {{ {shape} }} }}"
+            ),
+        )
+        .unwrap();
+    };
+    let compile = || {
+        let o = deepgemm(&[
+            "compile",
+            spec.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    write_spec("M in 1..=64; N = 256; K = 256;");
+    compile();
+    let kernel = out.join("k");
+    std::fs::write(kernel.join("v0_m1-16").join("stale.cubin"), b"old").unwrap();
+    write_spec("M = 512; N = 256; K = 256;");
+    compile();
+    let mut names: Vec<String> = std::fs::read_dir(&kernel)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["analysis.json", "analysis.md", "v0_m512", "variants.json"],
+        "only this run's files"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers, ["k"], "no partial folder is left");
+}
