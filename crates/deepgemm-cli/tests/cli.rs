@@ -151,7 +151,7 @@ fn commands_that_need_a_gpu_fail_clearly_without_one() {
             .env("CUDA_VISIBLE_DEVICES", "")
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert_eq!(o.status.code(), Some(69), "{args:?}: {}", text(&o));
         let message = text(&o).to_lowercase();
         assert!(
             message.contains("error:") && (message.contains("gpu") || message.contains("driver")),
@@ -164,7 +164,7 @@ fn commands_that_need_a_gpu_fail_clearly_without_one() {
 #[test]
 fn run_refuses_a_bad_shape_argument() {
     let o = deepgemm(&["run", "examples/gemm_bf16.dgml", "--shape", "4096,0,7"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
     assert!(
         text(&o).contains("N = `0` must be a whole number >= 1"),
         "{}",
@@ -205,7 +205,7 @@ fn extents_past_the_kernel_abi_are_refused_with_the_limit() {
         "--shape",
         "2147483648,4096,4096",
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
     assert!(text(&o).contains("at most 2147483647"), "{}", text(&o));
 }
 
@@ -308,4 +308,56 @@ fn compile_replaces_the_kernels_folder() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(leftovers, ["k"], "no partial folder is left");
+}
+
+/// Writing into a closed pipe ends quietly: no panic, no exit code 101.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+        .args(["explain", "examples/mlp_up.dgml", "--top", "32"])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the first write: every write then fails with EPIPE.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(o.status.code(), Some(101), "{stderr}");
+}
+
+/// Exit codes tell the failures apart (`deepgemm --help` lists them): spec errors 2, usage 64,
+/// I/O 74, no GPU 69.
+#[test]
+fn exit_codes_tell_failures_apart() {
+    let missing = deepgemm(&["check", "no/such/spec.dgml"]);
+    assert_eq!(missing.status.code(), Some(74), "{}", text(&missing));
+    // A file that cannot be read has no line or column to point at.
+    assert!(
+        !text(&missing).contains("spec.dgml:1:1"),
+        "{}",
+        text(&missing)
+    );
+    assert!(text(&missing).contains("cannot read no/such/spec.dgml"));
+    let missing = deepgemm(&["explain", "no/such/spec.dgml"]);
+    assert_eq!(missing.status.code(), Some(74), "{}", text(&missing));
+    let usage = deepgemm(&["explain", "examples/mlp_up.dgml", "--top", "many"]);
+    assert_eq!(usage.status.code(), Some(64), "{}", text(&usage));
+    assert_eq!(deepgemm(&["frobnicate"]).status.code(), Some(64));
+    let help = deepgemm(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    for line in ["64  usage", "69  no GPU", "74  I/O", "2   spec errors"] {
+        assert!(text(&help).contains(line), "--help lacks {line:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.dgml");
+    std::fs::write(&bad, "kernel k { target b200; }").unwrap();
+    assert_eq!(
+        deepgemm(&["check", bad.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+    // No GPU (none visible): 69 (commands_that_need_a_gpu_fail_clearly_without_one).
 }

@@ -17,6 +17,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let mut failed = false;
+    let mut unreadable = false;
     for path in &args.specs {
         match spec::parse_file(path) {
             Ok(file) => {
@@ -29,6 +30,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
                     }
                 }
             }
+            Err(diagnostics) if diagnostics.is_unreadable() => {
+                for d in &diagnostics.items {
+                    eprintln!("error: {}", d.message);
+                }
+                unreadable = true;
+            }
             Err(diagnostics) => {
                 eprint!("{}", diagnostics.render());
                 failed = true;
@@ -37,6 +44,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     if failed {
         Err(Failure::BadInput)
+    } else if unreadable {
+        Err(Failure::Io("a spec could not be read".to_string()))
     } else {
         Ok(())
     }

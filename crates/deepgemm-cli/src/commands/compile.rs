@@ -143,7 +143,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         };
         remove_dir(&final_dir)?;
         std::fs::rename(&dir, &final_dir).map_err(|e| {
-            Failure::Error(format!(
+            Failure::Io(format!(
                 "cannot move {} to {}: {e}",
                 dir.display(),
                 final_dir.display()
@@ -206,7 +206,7 @@ fn remove_dir(path: &Path) -> Result<(), Failure> {
     match std::fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Failure::Error(format!(
+        Err(e) => Err(Failure::Io(format!(
             "cannot replace {}: {e}",
             path.display()
         ))),
@@ -214,10 +214,5 @@ fn remove_dir(path: &Path) -> Result<(), Failure> {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Failure::Error(format!("cannot create {}: {e}", parent.display())))?;
-    }
-    std::fs::write(path, bytes)
-        .map_err(|e| Failure::Error(format!("cannot write {}: {e}", path.display())))
+    common::write_file(path, bytes)
 }
