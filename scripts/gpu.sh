@@ -5,7 +5,7 @@
 #   scripts/gpu.sh run [PART..]  on the GPU machine, building nothing; PARTs (default: all):
 #     tests      every gpu_* test (the correctness matrix), JUnit XML under $OUT
 #     sanitizer  compute-sanitizer memcheck over `deepgemm run` on edge shapes
-#     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode) vs cuBLASLt
+#     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode f32) vs cuBLASLt
 #     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
 #     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light, warp stalls, and stall
 #                samples per SASS instruction ($OUT/profile-sass.csv; the report is kept too)
@@ -47,7 +47,7 @@ sanitizer() {
 
 bench() {
   local rc=0
-  for suite in ${BENCH_SUITES:-square odd llm decode}; do
+  for suite in ${BENCH_SUITES:-square odd llm decode f32}; do
     $deepgemm bench "bench/suites/$suite.toml" --json "$OUT/bench-$suite.json" \
       --plot "$OUT/bench-$suite.svg" 2>&1 | tee "$OUT/bench-$suite.log" || rc=1
   done

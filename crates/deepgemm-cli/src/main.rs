@@ -9,11 +9,20 @@ use std::process::ExitCode;
 /// in a `.dgml` file; DeepGEMM models the hardware, chooses a plan, explains why, and generates,
 /// compiles, verifies and runs the kernel.
 #[derive(Parser)]
-#[command(name = "deepgemm", version, about, long_about = None)]
+#[command(name = "deepgemm", version, about, long_about = None, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit codes, as `--help` prints them (SPEC.md §3; docs/exit-codes.md).
+const EXIT_CODES: &str = "Exit codes:
+  0   success
+  1   a wrong result or a failed run (GPU, NVRTC, cuBLASLt)
+  2   spec errors and infeasible specs (the diagnostics say which line or constraint)
+  64  usage: unknown command, option or argument value
+  69  no GPU or CUDA driver (commands that run kernels)
+  74  I/O: a file or folder that cannot be read or written";
 
 #[derive(Subcommand)]
 enum Command {
@@ -26,19 +35,32 @@ enum Command {
     Targets(commands::targets::Args),
 }
 
-/// Exit codes: 0 success, 1 a failure while doing the work (GPU, NVRTC, I/O), 2 bad input
-/// (a spec, a suite or an argument that is wrong).
+/// How a command fails; each kind has its own exit code ([`EXIT_CODES`]).
 pub enum Failure {
-    /// Already reported to the user (diagnostics printed).
+    /// Bad input already reported to the user (diagnostics printed): exit 2.
     BadInput,
-    /// Bad input described by a message to print.
+    /// Bad input (a spec, a suite, an infeasible spec) described by a message: exit 2.
     Invalid(String),
-    /// A message to print.
+    /// A failure while doing the work (GPU, NVRTC, a wrong result): exit 1.
     Error(String),
+    /// No GPU or driver to run on: exit 69.
+    NoGpu(String),
+    /// A file or folder that cannot be read or written: exit 74.
+    Io(String),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    restore_sigpipe();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version are not errors; everything else clap rejects is usage.
+            let code = if e.use_stderr() { 64 } else { 0 };
+            // A closed pipe while printing help has nothing left to tell.
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
     let result = match cli.command {
         Command::Check(args) => commands::check::run(args),
         Command::Explain(args) => commands::explain::run(args),
@@ -59,5 +81,26 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::from(1)
         }
+        Err(Failure::NoGpu(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(69)
+        }
+        Err(Failure::Io(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(74)
+        }
     }
 }
+
+/// Writing into a closed pipe (`deepgemm explain x.dgml | head -1`) ends the process quietly, as
+/// for any Unix tool: Rust ignores SIGPIPE, which turns every later `println!` into a panic.
+#[cfg(unix)]
+fn restore_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_sigpipe() {}

@@ -156,7 +156,7 @@ fn commands_that_need_a_gpu_fail_clearly_without_one() {
             .env("CUDA_VISIBLE_DEVICES", "")
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert_eq!(o.status.code(), Some(69), "{args:?}: {}", text(&o));
         let message = text(&o).to_lowercase();
         assert!(
             message.contains("error:") && (message.contains("gpu") || message.contains("driver")),
@@ -169,7 +169,7 @@ fn commands_that_need_a_gpu_fail_clearly_without_one() {
 #[test]
 fn run_refuses_a_bad_shape_argument() {
     let o = deepgemm(&["run", "examples/gemm_bf16.dgml", "--shape", "4096,0,7"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
     assert!(
         text(&o).contains("N = `0` must be a whole number >= 1"),
         "{}",
@@ -209,4 +209,184 @@ fn the_cli_reference_documents_every_command_and_flag() {
         }
     }
     assert!(missing.is_empty(), "docs/cli.md lacks {missing:?}");
+
+/// Extents the kernels' `int` parameters cannot hold are refused before anything runs, with
+/// the limit named: in a spec (`check`) and on the command line (`--shape`).
+#[test]
+fn extents_past_the_kernel_abi_are_refused_with_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("huge.dgml");
+    std::fs::write(
+        &spec,
+        "kernel huge { target h200; input A: bf16[M, K] row; input B: bf16[K, N] col;
+           output D: bf16[M, N] row; shape { M = 1099511627776; N = 4096; K = 4096; } }",
+    )
+    .unwrap();
+    for command in ["check", "explain", "compile"] {
+        let o = deepgemm(&[command, spec.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{command}: {}", text(&o));
+        assert!(text(&o).contains("at most 2147483647"), "{}", text(&o));
+        assert!(text(&o).contains("huge.dgml:2:"), "{}", text(&o));
+    }
+    let o = deepgemm(&[
+        "run",
+        "examples/gemm_bf16.dgml",
+        "--shape",
+        "2147483648,4096,4096",
+    ]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("at most 2147483647"), "{}", text(&o));
+}
+
+/// A spec whose only plans run on the CUDA-core fallback says so in check, explain and compile,
+/// with the backend that would take it and why each faster one cannot.
+#[test]
+fn the_simt_fallback_is_reported_by_check_explain_and_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let spec = "examples/fp8_block_scaled.dgml";
+    for args in [
+        vec!["check", spec],
+        vec!["explain", spec],
+        vec!["compile", spec, "-o", out],
+    ] {
+        let o = deepgemm(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        let t = text(&o);
+        assert!(
+            t.contains("slow path: every plan runs on the CUDA-core fallback"),
+            "{args:?}: {t}"
+        );
+        assert!(t.contains("sm90 would take it"), "{args:?}: {t}");
+        assert!(
+            t.contains("sm80 cannot: its mma.sync generator takes"),
+            "{args:?}: {t}"
+        );
+    }
+}
+
+/// A hard constraint that makes every plan slower is reported with its cost.
+#[test]
+fn a_constraint_that_slows_every_plan_is_reported_with_its_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("waves.dgml");
+    std::fs::write(
+        &spec,
+        "kernel decode { target h100; input A: bf16[M, K] row; input B: bf16[K, N] col;
+           output D: bf16[M, N] row; shape { M = 16; N = 6144; K = 4096; }
+           constraints { waves >= 0.9; } }",
+    )
+    .unwrap();
+    let o = deepgemm(&["explain", spec.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("`waves >= 0.9` costs"), "{t}");
+    assert!(t.contains("without it: 20.9 us"), "{t}");
+    assert!(t.contains("with it: 36.0 us"), "{t}");
+    let json = deepgemm(&["explain", spec.to_str().unwrap(), "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let cost = &value[0]["buckets"][0]["constraint_costs"][0];
+    assert_eq!(cost["constraint"], "waves >= 0.9");
+    assert!(cost["without_us"].as_f64().unwrap() < cost["with_us"].as_f64().unwrap());
+}
+
+/// `compile` replaces a kernel's folder: after a second run it holds exactly that run's variants
+/// (no variant, source or binary of the first run is left beside them) and no partial folder.
+#[test]
+fn compile_replaces_the_kernels_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let spec = dir.path().join("k.dgml");
+    let write_spec = |shape: &str| {
+        std::fs::write(
+            &spec,
+            format!(
+                "kernel k {{ target h200; input A: bf16[M, K] row; input B: bf16[K, N] col;
+                   output D: bf16[M, N] row; shape {{ {shape} }} }}"
+            ),
+        )
+        .unwrap();
+    };
+    let compile = || {
+        let o = deepgemm(&[
+            "compile",
+            spec.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    write_spec("M in 1..=64; N = 256; K = 256;");
+    compile();
+    let kernel = out.join("k");
+    std::fs::write(kernel.join("v0_m1-16").join("stale.cubin"), b"old").unwrap();
+    write_spec("M = 512; N = 256; K = 256;");
+    compile();
+    let mut names: Vec<String> = std::fs::read_dir(&kernel)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["analysis.json", "analysis.md", "v0_m512", "variants.json"],
+        "only this run's files"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers, ["k"], "no partial folder is left");
+}
+
+/// Writing into a closed pipe ends quietly: no panic, no exit code 101.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+        .args(["explain", "examples/mlp_up.dgml", "--top", "32"])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the first write: every write then fails with EPIPE.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(o.status.code(), Some(101), "{stderr}");
+}
+
+/// Exit codes tell the failures apart (`deepgemm --help` lists them): spec errors 2, usage 64,
+/// I/O 74, no GPU 69.
+#[test]
+fn exit_codes_tell_failures_apart() {
+    let missing = deepgemm(&["check", "no/such/spec.dgml"]);
+    assert_eq!(missing.status.code(), Some(74), "{}", text(&missing));
+    // A file that cannot be read has no line or column to point at.
+    assert!(
+        !text(&missing).contains("spec.dgml:1:1"),
+        "{}",
+        text(&missing)
+    );
+    assert!(text(&missing).contains("cannot read no/such/spec.dgml"));
+    let missing = deepgemm(&["explain", "no/such/spec.dgml"]);
+    assert_eq!(missing.status.code(), Some(74), "{}", text(&missing));
+    let usage = deepgemm(&["explain", "examples/mlp_up.dgml", "--top", "many"]);
+    assert_eq!(usage.status.code(), Some(64), "{}", text(&usage));
+    assert_eq!(deepgemm(&["frobnicate"]).status.code(), Some(64));
+    let help = deepgemm(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    for line in ["64  usage", "69  no GPU", "74  I/O", "2   spec errors"] {
+        assert!(text(&help).contains(line), "--help lacks {line:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.dgml");
+    std::fs::write(&bad, "kernel k { target b200; }").unwrap();
+    assert_eq!(
+        deepgemm(&["check", bad.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+    // No GPU (none visible): 69 (commands_that_need_a_gpu_fail_clearly_without_one).
 }

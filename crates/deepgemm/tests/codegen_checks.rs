@@ -309,4 +309,39 @@ fn sm90_refuses_what_its_kernel_cannot_run() {
     let ok = sm90_plan(&s, (128, 128), 6, 2, true, 2);
     assert!(check_supported(&s, &ok).is_ok());
     assert!(ok.label().contains(" pp"));
+
+/// f32 inputs are generated as 3xTF32 (hi/lo split, three products), tf32 inputs as one tf32
+/// product: the precision the spec asks for, never narrowed.
+#[test]
+fn f32_inputs_take_3xtf32_and_tf32_inputs_one_product() {
+    let plan_for = |input| {
+        let s = spec(&SpecShape {
+            input,
+            output: DType::F32,
+            ..SpecShape::default()
+        });
+        let plan = sm80_plan(&s, (128, 128, 16), 4, (2, 4));
+        generate(&s, &plan, "v0").unwrap().source
+    };
+    let f32 = plan_for(DType::F32);
+    assert!(f32.contains("constexpr bool SPLIT_F32 = true;"));
+    assert!(f32.contains("3xTF32"), "the header names the path");
+    let tf32 = plan_for(DType::Tf32);
+    assert!(tf32.contains("constexpr bool SPLIT_F32 = false;"));
+    assert!(tf32.contains("mma.m16n8k8 (tf32)"));
+    // Both run the tf32 instruction; only f32 splits its operands.
+    for source in [&f32, &tf32] {
+        assert!(source.contains("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
+    }
+    // 3xTF32 plans are held to two k-steps (TILE_K = 16), where ptxas keeps hi and lo in
+    // registers.
+    let s = spec(&SpecShape {
+        input: DType::F32,
+        output: DType::F32,
+        ..SpecShape::default()
+    });
+    let reason = unsupported_reason(
+        check_supported(&s, &sm80_plan(&s, (128, 128, 32), 4, (2, 4))).unwrap_err(),
+    );
+    assert!(reason.contains("TILE_K = 16"), "{reason}");
 }

@@ -60,3 +60,112 @@ fn contradictions_and_infeasibility_from_dgml() {
     let err = search(&spec).unwrap_err().to_string();
     assert!(err.contains("admits no plan; the smallest needs"), "{err}");
 }
+
+fn typed(input: &str) -> KernelSpec {
+    let source = format!(
+        "kernel sgemm {{ target h200; input A: {input}[M, K] row; input B: {input}[K, N] row;
+           output D: f32[M, N] row; shape {{ M = 2048; N = 2048; K = 4096; }} }}"
+    );
+    parse_str(&source, "sgemm.dgml", Path::new("."))
+        .unwrap()
+        .kernels
+        .remove(0)
+}
+
+/// f32 is never planned at tf32 precision: its tensor-core plans are costed as 3xTF32 (three
+/// tf32 products), and the report names the path and what it beat.
+#[test]
+fn f32_is_planned_at_f32_accuracy_and_explained() {
+    use deepgemm::model::schedule::splits_f32;
+    let f32 = typed("f32");
+    let tf32 = typed("tf32");
+    let (f32_result, tf32_result) = (search(&f32).unwrap(), search(&tf32).unwrap());
+    let (fw, tw) = (
+        f32_result.buckets[0].winner(),
+        tf32_result.buckets[0].winner(),
+    );
+    assert_eq!(fw.prediction.schedule.math.products, 3, "{}", fw.label);
+    assert!(splits_f32(deepgemm::dtype::DType::F32, fw.plan.backend));
+    assert_eq!(tw.prediction.schedule.math.products, 1);
+    // A third of the tf32 rate: the f32 plan cannot be predicted as fast as the tf32 one.
+    assert!(
+        fw.prediction.time_us > 2.0 * tw.prediction.time_us,
+        "f32 {} us vs tf32 {} us",
+        fw.prediction.time_us,
+        tw.prediction.time_us
+    );
+    let md = render_markdown(&Analysis::new(&f32, &f32_result, 3));
+    assert!(md.contains("3xTF32"), "{md}");
+    assert!(
+        md.contains("f32 accuracy by 3xTF32 on the tensor cores"),
+        "{md}"
+    );
+    assert!(md.contains("the best simt plan"), "{md}");
+    let md = render_markdown(&Analysis::new(&tf32, &tf32_result, 3));
+    assert!(
+        md.contains("tf32 inputs are multiplied at tf32 precision"),
+        "{md}"
+    );
+}
+
+/// Planning cost follows the buckets, not the values: `M in 1..=2^30` is 27 buckets, and a
+/// prediction at M = 2^30 costs what one at M = 2^10 does (the waves are sampled). Before, the
+/// model walked every wave of the grid and this search ran for hours.
+#[test]
+fn a_huge_m_range_plans_in_well_under_a_second() {
+    let source = "kernel big { target h200; input A: bf16[M, K] row; input B: bf16[K, N] col;
+                  output D: bf16[M, N] row; shape { M in 1..=1073741824; N = 4096; K = 4096; } }";
+    let spec = parse_str(source, "big.dgml", Path::new("."))
+        .unwrap()
+        .kernels
+        .remove(0);
+    let start = std::time::Instant::now();
+    let result = search(&spec).unwrap();
+    let took = start.elapsed();
+    assert_eq!(result.buckets.len(), 27);
+    // Well under a second in a release build; the bound leaves room for an unoptimized test
+    // build on a loaded machine.
+    assert!(took.as_secs_f64() < 5.0, "planning took {took:?}");
+}
+
+/// `check` accepts only what `compile` builds: every dtype combination of inputs, accumulator
+/// and output that parses and checks on a target is planned and generated (issue 9: `accumulate
+/// f16`, an e4m3 output and i8 -> i32 passed check and failed in compile without a position).
+#[test]
+fn every_dtype_combination_check_accepts_compiles() {
+    use deepgemm::dtype::DType;
+    let mut accepted = 0;
+    let mut failures = Vec::new();
+    for target in ["h200", "a100"] {
+        for input in DType::ALL {
+            for output in DType::ALL {
+                for acc in std::iter::once(None).chain(DType::ALL.map(Some)) {
+                    let acc_line = acc.map_or(String::new(), |a| format!("accumulate {a};"));
+                    let source = format!(
+                        "kernel k {{ target {target}; input A: {input}[M, K] row;
+                           input B: {input}[K, N] col; output D: {output}[M, N] row; {acc_line}
+                           shape {{ M = 64; N = 64; K = 64; }} }}"
+                    );
+                    let Ok(mut file) = parse_str(&source, "k.dgml", Path::new(".")) else {
+                        continue;
+                    };
+                    accepted += 1;
+                    let spec = file.kernels.remove(0);
+                    let what = format!("{target} {input} -> {output} acc {acc:?}");
+                    match search(&spec) {
+                        Ok(result) => {
+                            for v in result.variants() {
+                                if let Err(e) = deepgemm::codegen::generate(&spec, &v.plan, "v0") {
+                                    failures.push(format!("{what}: generate: {e}"));
+                                }
+                            }
+                        }
+                        Err(e) => failures.push(format!("{what}: search: {e}")),
+                    }
+                }
+            }
+        }
+    }
+    assert!(accepted >= 20, "{accepted} combinations checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -44,6 +44,74 @@ mod spec_errors {
 
     const CASES: &[Case] = &[
         Case {
+            name: "a tile variable no generator implements is not silently ignored",
+            replace: &[(6, "  tiling { SPLIT_K in 1..=8; }")],
+            at: (6, 12),
+            message: "`SPLIT_K` is not implemented yet: no generator splits K, every plan has \
+                      SPLIT_K = 1",
+            hint: Some("remove it; small-M shapes are planned without split-K"),
+        },
+        Case {
+            name: "nor in a constraint",
+            replace: &[(6, "  constraints { SPLIT_K >= 2; }")],
+            at: (6, 17),
+            message: "`SPLIT_K` is not implemented yet: no generator splits K, every plan has \
+                      SPLIT_K = 1",
+            hint: Some("remove it"),
+        },
+        Case {
+            name: "an accumulator no generator implements, at its line",
+            replace: &[
+                (3, "  input A: f16[M, K] row;"),
+                (4, "  input B: f16[K, N] col;"),
+                (6, "  accumulate f16;"),
+            ],
+            at: (6, 14),
+            message: "no generator accumulates f16 inputs in f16 (they accumulate in f32)",
+            hint: Some("write `accumulate f32;` or leave it out"),
+        },
+        Case {
+            name: "an output dtype no epilogue stores (e4m3)",
+            replace: &[(5, "  output D: e4m3[M, N] row;")],
+            at: (5, 13),
+            message: "output `D` is e4m3: no epilogue stores e4m3 outputs (they store f32, \
+                      f16 or bf16)",
+            hint: Some(
+                "write `output D: bf16...` (or f16, f32); `cast<e4m3>(...)` in the epilogue \
+                 rounds through e4m3 before the store",
+            ),
+        },
+        Case {
+            name: "i8 inputs into an i32 output",
+            replace: &[
+                (3, "  input A: i8[M, K] row;"),
+                (4, "  input B: i8[K, N] col;"),
+                (5, "  output D: i32[M, N] row;"),
+            ],
+            at: (5, 13),
+            message: "output `D` is i32: no epilogue stores i32 outputs (they store f32, f16 \
+                      or bf16)",
+            hint: Some(
+                "write `output D: f32...`: the integer sum converts to f32 exactly up to 2^24",
+            ),
+        },
+        Case {
+            name: "an extent past the kernel ABI's int names the limit",
+            replace: &[(8, "  shape { M = 1099511627776; N = 64; K = 64; }")],
+            at: (8, 15),
+            message: "`M` reaches 1099511627776, more than the kernel ABI holds: kernels take \
+                      `int M`, at most 2147483647 (2^31 - 1)",
+            hint: Some("split the problem into GEMMs of at most 2147483647 along M"),
+        },
+        Case {
+            name: "2^31 is one past the int limit, in a range too",
+            replace: &[(8, "  shape { M = 64; N = 64; K in 1..=2147483648; }")],
+            at: (8, 32),
+            message: "`K` reaches 2147483648, more than the kernel ABI holds: kernels take \
+                      `int K`, at most 2147483647 (2^31 - 1)",
+            hint: Some("split the problem into GEMMs of at most 2147483647 along K"),
+        },
+        Case {
             name: "unknown dtype, with did-you-mean",
             replace: &[(3, "  input A: bf61[M, K] row;")],
             at: (3, 12),
@@ -213,7 +281,7 @@ mod spec_errors {
             name: "illegal accumulator",
             replace: &[(6, "  accumulate i32;")],
             at: (6, 14),
-            message: "bf16 inputs cannot accumulate in i32",
+            message: "no generator accumulates bf16 inputs in i32 (they accumulate in f32)",
             hint: Some("`accumulate f32;`"),
         },
         Case {
@@ -319,7 +387,7 @@ mod spec_errors {
             replace: &[
                 (3, "  input A: i32[M, K] row;"),
                 (4, "  input B: i32[K, N] col;"),
-                (5, "  output D: i32[M, N] row;"),
+                (5, "  output D: f32[M, N] row;"),
             ],
             at: (3, 12),
             message: "i32 inputs are not supported on h200 (sm_90a)",

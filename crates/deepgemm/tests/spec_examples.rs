@@ -111,7 +111,7 @@ mod spec_examples {
         let decode = &load("decode.dgml").kernels[0];
         assert_eq!(decode.shape.m, DimDomain::Range { lo: 1, hi: 256 });
         assert_eq!(
-            decode.tiling[1].values,
+            decode.tiling[0].values,
             TileValues::Stepped {
                 lo: 32,
                 hi: 128,

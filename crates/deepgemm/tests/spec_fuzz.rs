@@ -221,8 +221,13 @@ mod spec_fuzz {
     }
 
     fn arb_condition() -> impl Strategy<Value = CExpr> {
+        // SPLIT_K is refused until a generator implements it (spec_errors.rs).
+        let vars: Vec<TileVar> = TileVar::ALL
+            .into_iter()
+            .filter(|v| *v != TileVar::SPLIT_K)
+            .collect();
         let leaf = prop_oneof![
-            (0..TileVar::ALL.len()).prop_map(|i| CExpr::TileVar(TileVar::ALL[i])),
+            (0..vars.len()).prop_map(move |i| CExpr::TileVar(vars[i])),
             prop_oneof![Just(0.0), Just(64.0), 0.0..1e4f64].prop_map(CExpr::Number),
         ];
         leaf.prop_recursive(6, 48, 2, |inner| {

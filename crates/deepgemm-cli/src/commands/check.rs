@@ -1,6 +1,7 @@
 //! `deepgemm check SPEC...`: validate specs and print a normalized summary of each kernel.
 
 use crate::Failure;
+use deepgemm::search::paths;
 use deepgemm::spec;
 use std::path::PathBuf;
 
@@ -16,12 +17,24 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let mut failed = false;
+    let mut unreadable = false;
     for path in &args.specs {
         match spec::parse_file(path) {
             Ok(file) => {
                 for kernel in &file.kernels {
                     println!("{}", spec::summary(kernel));
+                    // How the math runs when it is not the fast tensor-core path the user may
+                    // assume (precision, CUDA-core fallback): explain and compile say it too.
+                    for note in paths::notes(kernel) {
+                        println!("  note: {note}");
+                    }
                 }
+            }
+            Err(diagnostics) if diagnostics.is_unreadable() => {
+                for d in &diagnostics.items {
+                    eprintln!("error: {}", d.message);
+                }
+                unreadable = true;
             }
             Err(diagnostics) => {
                 eprint!("{}", diagnostics.render());
@@ -31,6 +44,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     if failed {
         Err(Failure::BadInput)
+    } else if unreadable {
+        Err(Failure::Io("a spec could not be read".to_string()))
     } else {
         Ok(())
     }

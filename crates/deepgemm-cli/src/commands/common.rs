@@ -13,6 +13,14 @@ use std::path::Path;
 fn load_kernels(path: &Path) -> Result<Vec<KernelSpec>, Failure> {
     match spec::parse_file(path) {
         Ok(file) => Ok(file.kernels),
+        Err(diagnostics) if diagnostics.is_unreadable() => {
+            let messages: Vec<&str> = diagnostics
+                .items
+                .iter()
+                .map(|d| d.message.as_str())
+                .collect();
+            Err(Failure::Io(messages.join("; ")))
+        }
         Err(diagnostics) => {
             eprint!("{}", diagnostics.render());
             Err(Failure::BadInput)
@@ -67,7 +75,12 @@ pub fn parse_shape(text: &str) -> Result<Shape, String> {
         return Err(format!("`{text}` is not M,N,K (e.g. 4096,4096,4096)"));
     };
     let dim = |name: &str, value: &str| -> Result<u64, String> {
+        let limit = deepgemm::codegen::MAX_EXTENT;
         match value.parse::<u64>() {
+            Ok(v) if v > limit => Err(format!(
+                "{name} = {v} is more than the kernel ABI holds: kernels take `int {name}`, at \
+                 most {limit} (2^31 - 1)"
+            )),
             Ok(v) if v >= 1 => Ok(v),
             _ => Err(format!("{name} = `{value}` must be a whole number >= 1")),
         }
@@ -112,7 +125,7 @@ pub fn largest_shape(spec: &KernelSpec) -> Shape {
 
 /// Opens GPU 0 for `spec`.
 pub fn open_gpu_for(spec: &KernelSpec) -> Result<Gpu, Failure> {
-    let gpu = Gpu::open(0).map_err(cuda)?;
+    let gpu = open_gpu()?;
     check_gpu_runs(&gpu, spec)?;
     Ok(gpu)
 }
@@ -132,9 +145,27 @@ pub fn check_gpu_runs(gpu: &Gpu, spec: &KernelSpec) -> Result<(), Failure> {
     )))
 }
 
+/// Opens GPU 0; no driver or no device is its own failure (exit 69).
+pub fn open_gpu() -> Result<Gpu, Failure> {
+    Gpu::open(0).map_err(cuda)
+}
+
 /// A CUDA failure as the CLI reports it.
 pub fn cuda(e: CudaError) -> Failure {
-    Failure::Error(e.to_string())
+    match e {
+        CudaError::NoDriver | CudaError::NoDevice { .. } => Failure::NoGpu(e.to_string()),
+        other => Failure::Error(other.to_string()),
+    }
+}
+
+/// Writes `bytes` to `path`, creating its folder; failures are I/O errors (exit 74).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Failure::Io(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    std::fs::write(path, bytes)
+        .map_err(|e| Failure::Io(format!("cannot write {}: {e}", path.display())))
 }
 
 /// Progress of long work: a bar on a terminal, one plain line per step otherwise (logs, CI).

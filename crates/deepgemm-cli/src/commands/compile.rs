@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 /// Compile a spec: for each kernel, DIR/KERNEL/analysis.{md,json}, variants.json (the dispatch
 /// table: shape bucket -> variant, with launch metadata), and DIR/KERNEL/VARIANT/kernel.{cu,ptx,
-/// cubin}. Without NVRTC the sources and the analysis are still written.
+/// cubin}. Without NVRTC the sources and the analysis are still written. DIR/KERNEL is replaced
+/// as a whole: it holds exactly this run's variants, never files of an earlier run.
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  deepgemm compile examples/gemm_bf16.dgml -o out\n  \
@@ -63,62 +64,96 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     for spec in &kernels {
         let result = common::plan(spec)?;
-        let dir = args.out.join(&spec.name);
+        let final_dir = args.out.join(&spec.name);
+        // Built beside the old folder and swapped in at the end, so a failed run leaves the
+        // previous output whole and a finished one leaves no stale variant (a .cu of one plan
+        // beside the .cubin of another).
+        let dir = args
+            .out
+            .join(format!(".{}.partial-{}", spec.name, std::process::id()));
+        remove_dir(&dir)?;
         let analysis = Analysis::new(spec, &result, args.top);
-        write(
-            &dir.join("analysis.md"),
-            render_markdown(&analysis).as_bytes(),
-        )?;
-        let json = serde_json::to_string_pretty(&analysis).expect("analysis serializes");
-        write(&dir.join("analysis.json"), json.as_bytes())?;
-
-        let variants = result.variants();
-        let progress = Progress::new(variants.len());
-        let mut entries = Vec::with_capacity(variants.len());
-        for (variant, bucket) in variants.iter().zip(&result.buckets) {
-            progress.start(&format!(
-                "{} {}: {}",
-                spec.name,
-                variant.name,
-                variant.plan.label()
-            ));
-            let kernel = codegen::generate(spec, &variant.plan, &variant.name)
-                .map_err(|e| Failure::Error(format!("{} {}: {e}", spec.name, variant.name)))?;
-            let vdir = dir.join(&variant.name);
-            write(&vdir.join("kernel.cu"), kernel.source.as_bytes())?;
-            let compiled = if nvrtc_missing.is_none() {
-                let resources = compile_variant(&kernel, &vdir)?;
-                if resources.is_none() {
-                    progress.note(&format!(
-                        "note: {} {}: NVRTC reported no resource figures; `deepgemm run` reads \
-                         them from the driver",
-                        spec.name, variant.name
-                    ));
-                }
-                resources
-            } else {
-                None
-            };
-            let predicted = bucket.winner().prediction.registers.total;
-            if let Some(r) = &compiled {
-                if r.spills() {
-                    progress.note(&format!(
-                        "warning: {} {} spills ({} registers, {} B spill stores)",
-                        spec.name, variant.name, r.registers, r.spill_store_bytes
-                    ));
-                }
-            }
-            entries.push(entry(variant, &kernel, predicted, compiled));
-            progress.done_one();
+        // What analysis.md says first, on the terminal too: a slow path is never silent.
+        for note in &analysis.notes {
+            eprintln!("note: {}: {note}", spec.name);
         }
-        progress.finish();
-        let table = serde_json::to_string_pretty(&entries).expect("variants serialize");
-        write(&dir.join("variants.json"), table.as_bytes())?;
+        for cost in result.buckets.iter().flat_map(|b| &b.constraint_costs) {
+            eprintln!("note: {}: {}", spec.name, cost.message);
+        }
+        let built = (|| -> Result<usize, Failure> {
+            write(
+                &dir.join("analysis.md"),
+                render_markdown(&analysis).as_bytes(),
+            )?;
+            let json = serde_json::to_string_pretty(&analysis).expect("analysis serializes");
+            write(&dir.join("analysis.json"), json.as_bytes())?;
+
+            let variants = result.variants();
+            let progress = Progress::new(variants.len());
+            let mut entries = Vec::with_capacity(variants.len());
+            for (variant, bucket) in variants.iter().zip(&result.buckets) {
+                progress.start(&format!(
+                    "{} {}: {}",
+                    spec.name,
+                    variant.name,
+                    variant.plan.label()
+                ));
+                let kernel = codegen::generate(spec, &variant.plan, &variant.name)
+                    .map_err(|e| Failure::Error(format!("{} {}: {e}", spec.name, variant.name)))?;
+                let vdir = dir.join(&variant.name);
+                write(&vdir.join("kernel.cu"), kernel.source.as_bytes())?;
+                let compiled = if nvrtc_missing.is_none() {
+                    let resources =
+                        compile_variant(&kernel, &vdir, &final_dir.join(&variant.name))?;
+                    if resources.is_none() {
+                        progress.note(&format!(
+                            "note: {} {}: NVRTC reported no resource figures; `deepgemm run` reads \
+                             them from the driver",
+                            spec.name, variant.name
+                        ));
+                    }
+                    resources
+                } else {
+                    None
+                };
+                let predicted = bucket.winner().prediction.registers.total;
+                if let Some(r) = &compiled {
+                    if r.spills() {
+                        progress.note(&format!(
+                            "warning: {} {} spills ({} registers, {} B spill stores)",
+                            spec.name, variant.name, r.registers, r.spill_store_bytes
+                        ));
+                    }
+                }
+                entries.push(entry(variant, &kernel, predicted, compiled));
+                progress.done_one();
+            }
+            progress.finish();
+            let table = serde_json::to_string_pretty(&entries).expect("variants serialize");
+            write(&dir.join("variants.json"), table.as_bytes())?;
+            Ok(entries.len())
+        })();
+        let variants = match built {
+            Ok(n) => n,
+            Err(e) => {
+                // Best effort: the error being reported matters more than the leftover.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        remove_dir(&final_dir)?;
+        std::fs::rename(&dir, &final_dir).map_err(|e| {
+            Failure::Io(format!(
+                "cannot move {} to {}: {e}",
+                dir.display(),
+                final_dir.display()
+            ))
+        })?;
         println!(
             "{}: {} variant(s) in {}{}",
             spec.name,
-            entries.len(),
-            dir.display(),
+            variants,
+            final_dir.display(),
             if nvrtc_missing.is_some() {
                 " (sources only)"
             } else {
@@ -131,12 +166,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
 
 /// Writes the PTX and cubin; returns ptxas's report, `None` when NVRTC gave none (the driver
 /// reports the figures when the cubin is loaded, which needs a GPU).
+/// `shown` is the folder the user will see (`dir` is its partial twin).
 fn compile_variant(
     kernel: &GeneratedKernel,
     dir: &Path,
+    shown: &Path,
 ) -> Result<Option<nvrtc::Resources>, Failure> {
     let compiled = nvrtc::compile(&kernel.source, &kernel.entry, &kernel.arch)
-        .map_err(|e| Failure::Error(format!("{}: {e}", dir.display())))?;
+        .map_err(|e| Failure::Error(format!("{}: {e}", shown.display())))?;
     write(&dir.join("kernel.ptx"), compiled.ptx.as_bytes())?;
     write(&dir.join("kernel.cubin"), &compiled.cubin)?;
     Ok(compiled.resources.reported.then_some(compiled.resources))
@@ -164,11 +201,18 @@ fn entry(
     }
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Failure::Error(format!("cannot create {}: {e}", parent.display())))?;
+/// Removes the folder at `path` and everything in it; nothing there is fine.
+fn remove_dir(path: &Path) -> Result<(), Failure> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Failure::Io(format!(
+            "cannot replace {}: {e}",
+            path.display()
+        ))),
     }
-    std::fs::write(path, bytes)
-        .map_err(|e| Failure::Error(format!("cannot write {}: {e}", path.display())))
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    common::write_file(path, bytes)
 }

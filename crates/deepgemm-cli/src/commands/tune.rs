@@ -155,8 +155,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     summarize(&record);
     if let Some(out) = &args.json {
         let text = serde_json::to_string_pretty(&record).expect("the record serializes");
-        std::fs::write(out, text)
-            .map_err(|e| Failure::Error(format!("cannot write {}: {e}", out.display())))?;
+        common::write_file(out, text.as_bytes())?;
     }
     let unserved: Vec<String> = record
         .shapes

@@ -12,8 +12,8 @@ mod simt;
 mod sm80;
 pub mod sm90;
 pub mod space;
+pub mod support;
 
-use crate::dtype::DType;
 use crate::plan::{Backend, EpilogueStrategy, Plan, Shape};
 use crate::spec::{KernelSpec, ShapeSym};
 use serde::{Deserialize, Serialize};
@@ -41,6 +41,12 @@ pub struct GeneratedKernel {
     /// The plan the kernel implements.
     pub plan: Plan,
 }
+
+/// The largest M, N or K a kernel takes: extents are `int` parameters (`check` refuses more).
+pub const MAX_EXTENT: u64 = i32::MAX as u64;
+
+/// The most blocks a launch has: `grid.x` is at most 2^31 - 1 (the search prunes bigger grids).
+pub const MAX_GRID_BLOCKS: u64 = i32::MAX as u64;
 
 /// One kernel parameter. Pointers are `CUdeviceptr`s, leading dimensions `int64` (elements),
 /// extents `int32`, params `float`.
@@ -155,9 +161,6 @@ fn unsupported(backend: Backend, reason: String) -> CodegenError {
     CodegenError::Unsupported { backend, reason }
 }
 
-/// Output dtypes the epilogues can store.
-const OUTPUT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
-
 /// For the backends that launch one block per output tile and store from registers: clusters, a
 /// persistent grid and a staged epilogue are sm90 features.
 fn require_block_per_tile(backend: Backend, plan: &Plan) -> Result<(), CodegenError> {
@@ -191,11 +194,11 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
         ));
     }
     let d = spec.d();
-    if !OUTPUT_DTYPES.contains(&d.dtype) {
-        return fail(format!(
-            "output `{}` is {}; the epilogue stores f32, f16 or bf16",
-            d.name, d.dtype
-        ));
+    if let Some(why) = support::output_refusal(d.dtype) {
+        return fail(format!("output `{}`: {why}", d.name));
+    }
+    if let Some(why) = support::accumulate_refusal(spec.a().dtype, spec.accumulate) {
+        return fail(why);
     }
     let expected = space::smem_layout(spec, backend, tile, &plan.warps);
     if plan.smem != expected {

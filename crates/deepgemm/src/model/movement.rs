@@ -61,12 +61,16 @@ pub fn operand_tile_bytes(tile: Tile, a: DType, b: DType, stages: u32) -> u64 {
     per_stage * stages as u64
 }
 
-/// The first and last tile indices of each wave, in launch order (split-K slices outermost, as
-/// `grid.y` is), and for each the distinct A row panels and B column panels it touches.
-fn panels_per_wave(geo: &Geometry, group_m: u32, wave_blocks: u64) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < geo.blocks {
+/// Waves whose panels are counted one by one. Past this many the full waves are sampled evenly
+/// (the raster order repeats, so the sample's average is the waves' average): the cost of a
+/// prediction must not grow with M, or a range such as `M in 1..=2^30` would take hours to plan.
+const COUNTED_WAVES: u64 = 64;
+
+/// The distinct A row panels and B column panels each wave touches, summed over the waves, in
+/// launch order (split-K slices outermost, as `grid.y` is).
+fn panels_over_waves(geo: &Geometry, group_m: u32, wave_blocks: u64) -> (f64, f64) {
+    let wave_blocks = wave_blocks.max(1);
+    let wave = |start: u64| -> (f64, f64) {
         let end = (start + wave_blocks).min(geo.blocks);
         let (mut rows, mut cols) = (0, 0);
         // A wave may span split-K slices; panels of different slices are different K ranges.
@@ -79,10 +83,27 @@ fn panels_per_wave(geo: &Geometry, group_m: u32, wave_blocks: u64) -> Vec<(u64, 
             cols += c;
             s = e;
         }
-        out.push((rows, cols));
-        start = end;
+        (rows as f64, cols as f64)
+    };
+    let full = geo.blocks / wave_blocks;
+    let (mut rows, mut cols) = (0.0, 0.0);
+    let sampled = full.min(COUNTED_WAVES);
+    for j in 0..sampled {
+        // Evenly spread over the full waves; every one of them when there are few.
+        let (r, c) = wave(j * full / sampled * wave_blocks);
+        rows += r;
+        cols += c;
     }
-    out
+    if sampled > 0 {
+        let scale = full as f64 / sampled as f64;
+        (rows, cols) = (rows * scale, cols * scale);
+    }
+    if !geo.blocks.is_multiple_of(wave_blocks) {
+        let (r, c) = wave(full * wave_blocks);
+        rows += r;
+        cols += c;
+    }
+    (rows, cols)
 }
 
 /// Distinct tile rows and tile columns among output tiles `start..end` visited in grouped order:
@@ -135,10 +156,8 @@ pub fn analyze(
     let operand_dram_bytes = if compulsory <= resident {
         compulsory
     } else {
-        let per_wave: f64 = panels_per_wave(geo, plan.raster.group_m, wave_blocks)
-            .iter()
-            .map(|&(rows, cols)| rows as f64 * a_panel + cols as f64 * b_panel)
-            .sum();
+        let (rows, cols) = panels_over_waves(geo, plan.raster.group_m, wave_blocks);
+        let per_wave = rows * a_panel + cols * b_panel;
         per_wave.max(compulsory)
     };
     let l2_hit_rate = if l2_to_smem_bytes > 0.0 {
@@ -276,6 +295,32 @@ mod tests {
         assert_eq!(distinct_panels(&geo, 8, 0, 64), (8, 8));
         // A range inside one row.
         assert_eq!(distinct_panels(&geo, 1, 3, 5), (1, 2));
+    }
+
+    #[test]
+    fn many_waves_are_sampled_to_within_a_percent_of_counting_them() {
+        // 40000 x 8 tiles in waves of 264 blocks: 1212 waves, far more than are counted.
+        let geo = geometry(40_000 * 64, 8 * 128, 64, 128);
+        let exact = |group_m: u32| {
+            let (mut rows, mut cols) = (0u64, 0u64);
+            let mut start = 0;
+            while start < geo.blocks {
+                let end = (start + 264).min(geo.blocks);
+                let (r, c) = distinct_panels(&geo, group_m, start, end);
+                (rows, cols) = (rows + r, cols + c);
+                start = end;
+            }
+            (rows as f64, cols as f64)
+        };
+        for group_m in [1, 8] {
+            let (rows, cols) = panels_over_waves(&geo, group_m, 264);
+            let (er, ec) = exact(group_m);
+            assert!((rows / er - 1.0).abs() < 0.01, "rows {rows} vs {er}");
+            assert!((cols / ec - 1.0).abs() < 0.01, "cols {cols} vs {ec}");
+        }
+        // Few waves are counted exactly.
+        let small = geometry(40 * 64, 8 * 128, 64, 128);
+        assert_eq!(panels_over_waves(&small, 1, 264), (33.0 + 7.0, 8.0 + 8.0));
     }
 
     #[test]

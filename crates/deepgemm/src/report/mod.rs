@@ -14,11 +14,13 @@
 //!     "name", "arch", "sms", "clock_mhz",
 //!     "dram_bw_gbps", "l2_bw_gbps", "l2_bytes", "smem_per_block_bytes", "regs_per_sm",
 //!     "max_regs_per_thread",
-//!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency" } ],
+//!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency",
+//!                 "products" } ],          // products: 3 for 3xTF32 (peak_tflops is useful FLOPs)
 //!     "calibration": { ...the hardware file's calibration block... }
 //!   },
 //!   "generated_backends": ["sm80", "simt"],
 //!   "note": "sm90 plans are predicted but not generated yet",
+//!   "notes": ["f32 inputs are computed to f32 accuracy: ...", "slow path: ..."],
 //!   "constraints": ["registers <= 255", ...],
 //!   "buckets": [ {
 //!     "bucket": { "m": [lo, hi], "n": [lo, hi], "k": [lo, hi] },
@@ -31,6 +33,9 @@
 //!       "margin_over_runner_up": 0.031,  // runner-up time / winner time - 1 (null if alone)
 //!       "why": "..."
 //!     },
+//!     "best_by_backend": [ { "backend", "label", "predicted_us" } ],
+//!     "constraint_costs": [ { "constraint", "without_plan", "without_us", "with_us",
+//!                             "message" } ],   // hard constraints that slow the winner
 //!     "candidates": [ { "rank", "label", "predicted_us", "tflops", "bottleneck", "smem_bytes",
 //!                       "registers", "occupancy", "waves", "note" } ],
 //!     "model_only": [ ...same rows, backends without a generator... ]
@@ -60,6 +65,8 @@ pub struct Analysis {
     pub generated_backends: Vec<Backend>,
     /// What the reader should know about the candidate set (model-only backends).
     pub note: String,
+    /// How the inputs' precision is computed and any slow path (`search::paths::notes`).
+    pub notes: Vec<String>,
     pub constraints: Vec<String>,
     pub buckets: Vec<BucketAnalysis>,
 }
@@ -87,8 +94,11 @@ pub struct MathAssumption {
     pub backend: Backend,
     pub dtype: String,
     pub instruction: String,
+    /// Useful TFLOP/s: the instruction's peak divided by `products`.
     pub peak_tflops: f64,
     pub efficiency: f64,
+    /// Instruction products per input product: 3 for 3xTF32.
+    pub products: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +112,8 @@ pub struct BucketAnalysis {
     pub winner: Winner,
     pub candidates: Vec<CandidateRow>,
     pub model_only: Vec<CandidateRow>,
+    pub best_by_backend: Vec<crate::search::BackendBest>,
+    pub constraint_costs: Vec<crate::search::ConstraintCost>,
 }
 
 /// The chosen plan with the full four-layer prediction and why it won.
@@ -143,12 +155,18 @@ impl Analysis {
             .filter(|&b| crate::search::space::backend_runs(spec, b))
             .map(|b| {
                 let rate = schedule::math_rate(hw, spec.a().dtype, b);
+                let dtype = schedule::math_dtype(spec.a().dtype, b);
                 MathAssumption {
                     backend: b,
-                    dtype: schedule::math_dtype(spec.a().dtype, b).to_string(),
+                    dtype: if rate.products > 1 {
+                        format!("{dtype} x{} (3xTF32)", rate.products)
+                    } else {
+                        dtype.to_string()
+                    },
                     peak_tflops: rate.peak_tflops(hw),
-                    instruction: rate.instruction,
+                    instruction: rate.instruction.clone(),
                     efficiency: rate.efficiency,
+                    products: rate.products,
                 }
             })
             .collect();
@@ -167,6 +185,7 @@ impl Analysis {
                 model_only.join(", "),
                 GENERATED_BACKENDS.map(|b| b.name()).join(" or ")
             ),
+            notes: crate::search::paths::notes(spec),
             constraints: spec.constraints.iter().map(|c| c.text.clone()).collect(),
             buckets: result
                 .buckets
@@ -180,9 +199,16 @@ impl Analysis {
                         enumerated_by_backend: b.enumerated_by_backend.clone(),
                         feasible: b.feasible,
                         pruning: b.pruned.clone(),
-                        winner: explain_winner(winner, b.candidates.get(1)),
+                        winner: explain_winner(
+                            spec,
+                            winner,
+                            b.candidates.get(1),
+                            &b.best_by_backend,
+                        ),
                         candidates: rows(&b.candidates, top, winner),
                         model_only: rows(&b.model_only, top.min(3), winner),
+                        best_by_backend: b.best_by_backend.clone(),
+                        constraint_costs: b.constraint_costs.clone(),
                     }
                 })
                 .collect(),
@@ -283,7 +309,12 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
     notes.join("; ")
 }
 
-fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
+fn explain_winner(
+    spec: &KernelSpec,
+    winner: &Candidate,
+    runner_up: Option<&Candidate>,
+    best_by_backend: &[crate::search::BackendBest],
+) -> Winner {
     let p = &winner.prediction;
     let s = &p.schedule;
     let margin = runner_up.map(|r| r.prediction.time_us / p.time_us - 1.0);
@@ -295,7 +326,7 @@ fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
         p.time_us,
         p.tflops,
         p.roofs.compute * 100.0,
-        s.math.instruction,
+        s.math.describe(),
         s.geometry.tiles,
         s.waves.waves,
         s.waves.wave_blocks,
@@ -332,6 +363,7 @@ fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
         }
         _ => why.push_str("; the only feasible plan"),
     }
+    why.push_str(&backend_choice(spec, winner, best_by_backend));
     Winner {
         label: winner.label.clone(),
         plan: winner.plan.clone(),
@@ -341,6 +373,36 @@ fn explain_winner(winner: &Candidate, runner_up: Option<&Candidate>) -> Winner {
         margin_over_runner_up: margin,
         why,
     }
+}
+
+/// Why the winner's backend, against the best plan of each other generated backend; for f32
+/// inputs also which precision path that is.
+fn backend_choice(
+    spec: &KernelSpec,
+    winner: &Candidate,
+    best_by_backend: &[crate::search::BackendBest],
+) -> String {
+    let backend = winner.plan.backend;
+    let input = spec.a().dtype;
+    let mut out = String::new();
+    if input == crate::dtype::DType::F32 {
+        out.push_str(if schedule::splits_f32(input, backend) {
+            "; f32 accuracy by 3xTF32 on the tensor cores"
+        } else {
+            "; f32 accuracy by FFMA on the CUDA cores"
+        });
+    }
+    for other in best_by_backend.iter().filter(|b| b.backend != backend) {
+        let _ = write!(
+            out,
+            "; the best {} plan ({}) takes {:.1} us ({:.2}x)",
+            other.backend,
+            other.label,
+            other.predicted_us,
+            other.predicted_us / winner.prediction.time_us
+        );
+    }
+    out
 }
 
 /// analysis.md / `deepgemm explain`.
@@ -377,6 +439,9 @@ pub fn render_markdown(a: &Analysis) -> String {
         );
     }
     let _ = writeln!(out, "\n{}.", a.note);
+    for note in &a.notes {
+        let _ = writeln!(out, "\nNote: {note}.");
+    }
     if !a.constraints.is_empty() {
         let _ = writeln!(out, "\nConstraints: `{}`.", a.constraints.join("`, `"));
     }
@@ -400,6 +465,9 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
         "**{}**: {:.1} us, {:.0} TFLOP/s, {}-bound.\n\n{}.\n",
         w.label, p.time_us, p.tflops, w.bound_by, w.why
     );
+    for cost in &b.constraint_costs {
+        let _ = writeln!(out, "Note: {}.\n", cost.message);
+    }
     let m = &p.movement;
     let r = &p.registers;
     let s = &p.schedule;
@@ -435,7 +503,7 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
     let _ = writeln!(
         out,
         "| scheduling | {} at {:.0} TFLOP/s peak x {:.2}; compute {:.1} us; {} blocks/SM ({:?}); {:.2} waves; load latency {:.0} cycles needs {} stages (plan: {}) |",
-        s.math.instruction,
+        s.math.describe(),
         s.peak_tflops,
         s.math.efficiency,
         s.compute_us,

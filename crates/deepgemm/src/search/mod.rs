@@ -11,6 +11,7 @@
 //! report can say what they would give, but only plans of [`GENERATED_BACKENDS`] are returned.
 
 pub mod constraints;
+pub mod paths;
 pub mod space;
 
 use crate::codegen::{self, space::GENERATED_BACKENDS};
@@ -81,6 +82,36 @@ pub struct BucketResult {
     pub candidates: Vec<Candidate>,
     /// The best feasible plans of backends without a generator yet, best first (model only).
     pub model_only: Vec<Candidate>,
+    /// The best feasible plan of each generated backend that has one, best first: what the
+    /// winner's backend was chosen over.
+    pub best_by_backend: Vec<BackendBest>,
+    /// Hard constraints that make the winner slower than the best plan they remove.
+    pub constraint_costs: Vec<ConstraintCost>,
+}
+
+/// What one hard constraint costs: the predicted time of the best generated plan without it (every
+/// other rule still met) against the winner's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintCost {
+    pub constraint: String,
+    /// The best plan the constraint removes, and its predicted time.
+    pub without_plan: String,
+    pub without_us: f64,
+    /// The winner's predicted time.
+    pub with_us: f64,
+    pub message: String,
+}
+
+/// A constraint that slows the winner by less than this fraction is not reported: the model
+/// cannot tell such plans apart.
+const CONSTRAINT_COST_REPORTED: f64 = 0.01;
+
+/// The fastest feasible plan of one backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendBest {
+    pub backend: Backend,
+    pub label: String,
+    pub predicted_us: f64,
 }
 
 impl BucketResult {
@@ -273,6 +304,11 @@ fn search_bucket(
         ),
         PruneKind::Hardware,
     ));
+    let grid_rule = pruned.len();
+    pruned.push(prune_rule(
+        format!("the grid fits {} blocks (grid.x)", codegen::MAX_GRID_BLOCKS),
+        PruneKind::Hardware,
+    ));
     let spill_rule = pruned.len();
     pruned.push(prune_rule(
         "registers fit without spilling".to_string(),
@@ -289,6 +325,8 @@ fn search_bucket(
     let mut feasible: Vec<Candidate> = Vec::new();
     let mut model_only: Vec<Candidate> = Vec::new();
     let mut near_misses: Vec<Option<NearMiss>> = hard.iter().map(|_| None).collect();
+    // Per hard constraint: the fastest generated plan that breaks only it.
+    let mut best_without: Vec<Option<(f64, String)>> = hard.iter().map(|_| None).collect();
     let mut violations: Vec<usize> = Vec::with_capacity(hard.len());
     for (backend, plans) in spaces {
         enumerated += plans.len();
@@ -305,6 +343,9 @@ fn search_bucket(
             let prediction = model::predict_problem(&problem, plan, hw);
             if prediction.schedule.occupancy.blocks_per_sm == 0 {
                 charge(&mut pruned, &mut removed_by, fits_rule);
+            }
+            if prediction.schedule.geometry.blocks > codegen::MAX_GRID_BLOCKS {
+                charge(&mut pruned, &mut removed_by, grid_rule);
             }
             if prediction.registers.spills {
                 charge(&mut pruned, &mut removed_by, spill_rule);
@@ -328,6 +369,10 @@ fn search_bucket(
                 let i = violations[0];
                 if let Some(s) = standings[i] {
                     record_near_miss(&mut near_misses[i], hard[i].op, s, plan);
+                }
+                let time = prediction.time_us;
+                if best_without[i].as_ref().is_none_or(|(t, _)| time < *t) {
+                    best_without[i] = Some((time, plan.label()));
                 }
             }
             if removed_by.is_some() {
@@ -359,6 +404,36 @@ fn search_bucket(
     let feasible_count = feasible.len();
     rank(&mut feasible);
     rank(&mut model_only);
+    let with_us = feasible[0].prediction.time_us;
+    let constraint_costs = hard
+        .iter()
+        .zip(best_without)
+        .filter_map(|(c, best)| {
+            let (without_us, without_plan) = best?;
+            (without_us < with_us * (1.0 - CONSTRAINT_COST_REPORTED)).then(|| ConstraintCost {
+                message: format!(
+                    "`{}` costs {:.1} us: without it: {without_us:.1} us ({without_plan}); \
+                     with it: {with_us:.1} us",
+                    c.text,
+                    with_us - without_us
+                ),
+                constraint: c.text.clone(),
+                without_plan,
+                without_us,
+                with_us,
+            })
+        })
+        .collect();
+    let mut best_by_backend: Vec<BackendBest> = Vec::new();
+    for c in &feasible {
+        if !best_by_backend.iter().any(|b| b.backend == c.plan.backend) {
+            best_by_backend.push(BackendBest {
+                backend: c.plan.backend,
+                label: c.label.clone(),
+                predicted_us: c.prediction.time_us,
+            });
+        }
+    }
     feasible.truncate(KEPT_CANDIDATES);
     model_only.truncate(KEPT_CANDIDATES);
     Ok(BucketResult {
@@ -370,6 +445,8 @@ fn search_bucket(
         feasible: feasible_count,
         candidates: feasible,
         model_only,
+        best_by_backend,
+        constraint_costs,
     })
 }
 

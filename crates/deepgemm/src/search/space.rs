@@ -25,21 +25,44 @@ pub fn enumerate(spec: &KernelSpec, backend: Backend) -> Vec<Plan> {
 
 /// Whether the hardware has the backend's instructions for the spec's input dtype.
 pub fn backend_runs(spec: &KernelSpec, backend: Backend) -> bool {
+    backend_refusal(spec, backend).is_none()
+}
+
+/// Why `backend` has no plan space for the spec on its hardware (`None`: it has one). The
+/// reason names what is missing, for the reports that say why a slower backend runs a spec.
+pub fn backend_refusal(spec: &KernelSpec, backend: Backend) -> Option<String> {
     let hw = &spec.hardware;
     let (a, b) = (spec.a().dtype, spec.b().dtype);
     let math = crate::model::schedule::math_dtype(a, backend);
-    let has_rate = hw.mma_rate(math, backend).is_some();
-    match backend {
-        Backend::Simt => has_rate,
-        Backend::Sm80 => {
-            a == b
-                && matches!(a, DType::F16 | DType::Bf16 | DType::F32 | DType::Tf32)
-                && hw.compute_capability() >= 80
-                && hw.features.cp_async
-                && has_rate
-        }
-        Backend::Sm90 => a == b && hw.features.wgmma && hw.features.tma && has_rate,
+    if a != b && backend != Backend::Simt {
+        return Some(format!(
+            "A is {a} and B is {b}; tensor-core plans take one input dtype"
+        ));
     }
+    match backend {
+        Backend::Sm80 if !matches!(a, DType::F16 | DType::Bf16 | DType::F32 | DType::Tf32) => {
+            return Some(format!(
+                "its mma.sync generator takes f16, bf16, tf32 and f32 inputs, not {a}"
+            ));
+        }
+        Backend::Sm80 if hw.compute_capability() < 80 || !hw.features.cp_async => {
+            return Some(format!(
+                "{} ({}) lacks cp.async and bf16 mma",
+                hw.name, hw.arch
+            ));
+        }
+        Backend::Sm90 if !(hw.features.wgmma && hw.features.tma) => {
+            return Some(format!("{} ({}) lacks TMA and wgmma", hw.name, hw.arch));
+        }
+        _ => {}
+    }
+    if hw.mma_rate(math, backend).is_none() {
+        return Some(format!(
+            "{} lists no {math} rate for {backend} in its hardware model",
+            hw.name
+        ));
+    }
+    None
 }
 
 fn base_plan(spec: &KernelSpec, backend: Backend, tile: Tile, warps: WarpLayout) -> Plan {

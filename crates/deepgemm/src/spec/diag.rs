@@ -114,7 +114,11 @@ impl Diagnostic {
         let mut out = format!("error: {}\n", self.message);
         let line_no = self.line.to_string();
         let pad = " ".repeat(line_no.len());
-        out += &format!("{pad}--> {}:{}:{}\n", self.file, self.line, self.col);
+        // A diagnostic about the whole file (it cannot be read) has no position to show.
+        match self.span {
+            Some(_) => out += &format!("{pad}--> {}:{}:{}\n", self.file, self.line, self.col),
+            None => out += &format!("{pad}--> {}\n", self.file),
+        }
         if !self.source_line.is_empty() {
             // Tabs would misalign the caret, so the excerpt shows them as single spaces.
             let excerpt = self.source_line.replace('\t', " ");
@@ -148,6 +152,11 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
+    /// Whether the file could not be read at all (an I/O error, not a spec error).
+    pub fn is_unreadable(&self) -> bool {
+        !self.items.is_empty() && self.items.iter().all(|d| d.span.is_none())
+    }
+
     /// All diagnostics, separated by blank lines, with a closing count line.
     pub fn render(&self) -> String {
         let mut out = String::new();

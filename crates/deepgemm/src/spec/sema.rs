@@ -7,6 +7,7 @@ use super::ast::*;
 use super::diag::{did_you_mean, Diagnostic, Span, MAX_DIAGNOSTICS};
 use super::print;
 use super::types::*;
+use crate::codegen::{support, MAX_EXTENT};
 use crate::dtype::DType;
 use crate::hw::{self, Hardware};
 use crate::plan::Backend;
@@ -390,6 +391,24 @@ impl Cx<'_> {
 
     fn domain(&mut self, entry: &ShapeEntry) -> Option<DimDomain> {
         let sym = &entry.sym.text;
+        let largest = match &entry.domain {
+            DomainAst::Fixed(v) => *v,
+            DomainAst::Range { lo, hi } => *lo.max(hi),
+            DomainAst::Set(values) => values.iter().copied().max().unwrap_or(0),
+        };
+        if largest > MAX_EXTENT {
+            self.error(
+                entry.span,
+                format!(
+                    "`{sym}` reaches {largest}, more than the kernel ABI holds: kernels take \
+                     `int {sym}`, at most {MAX_EXTENT} (2^31 - 1)"
+                ),
+            )
+            .hint = Some(format!(
+                "split the problem into GEMMs of at most {MAX_EXTENT} along {sym}"
+            ));
+            return None;
+        }
         match &entry.domain {
             DomainAst::Fixed(0) => {
                 self.error(entry.span, format!("`{sym}` must be at least 1"));
@@ -645,6 +664,26 @@ impl Cx<'_> {
             }
         }
         self.check_scales(decls, operands);
+        if let Some(d) = operands.iter().flatten().find(|o| o.role == Role::D) {
+            if let Some(why) = support::output_refusal(d.dtype) {
+                let decl = decls.iter().find(|decl| decl.name.text == d.name);
+                let span = decl.map_or_else(|| decl_span(decls, &d.name), |decl| decl.dtype.span);
+                let diag = self.error(span, format!("output `{}` is {}: {why}", d.name, d.dtype));
+                diag.expected = Some("f32, f16 or bf16".to_string());
+                diag.hint = Some(match d.dtype {
+                    DType::I32 | DType::I8 => format!(
+                        "write `output {}: f32...`: the integer sum converts to f32 exactly up \
+                         to 2^24",
+                        d.name
+                    ),
+                    _ => format!(
+                        "write `output {}: bf16...` (or f16, f32); `cast<{}>(...)` in the \
+                         epilogue rounds through {} before the store",
+                        d.name, d.dtype, d.dtype
+                    ),
+                });
+            }
+        }
         let a = operands.iter().flatten().find(|o| o.role == Role::A);
         let b = operands.iter().flatten().find(|o| o.role == Role::B);
         if let (Some(a), Some(b)) = (a, b) {
@@ -833,17 +872,11 @@ impl Cx<'_> {
         let Some(input) = input else {
             return Some(dtype);
         };
-        let legal: &[DType] = match input {
-            DType::I8 => &[DType::I32],
-            DType::F16 => &[DType::F32, DType::F16],
-            _ => &[DType::F32],
-        };
-        if !legal.contains(&dtype) {
+        // The generators' own rule (codegen::support), so check refuses what compile cannot build.
+        if let Some(why) = support::accumulate_refusal(input, dtype) {
+            let legal = support::accumulate_dtypes(input);
             let names: Vec<&str> = legal.iter().map(|d| d.name()).collect();
-            let d = self.error(
-                name.span,
-                format!("{input} inputs cannot accumulate in {dtype}"),
-            );
+            let d = self.error(name.span, why);
             d.expected = Some(names.join(" or "));
             d.hint = Some(format!("write `accumulate {};` or leave it out", names[0]));
             return None;
@@ -1086,6 +1119,7 @@ impl Cx<'_> {
 
     fn cname(&mut self, name: &str, span: Span, tile_vars_only: bool) -> Option<CExpr> {
         if let Some(var) = TileVar::from_name(name) {
+            self.check_implemented(var, span)?;
             return Some(CExpr::TileVar(var));
         }
         match name {
@@ -1131,6 +1165,23 @@ impl Cx<'_> {
         None
     }
 
+    /// A tile variable no generator implements would be silently ignored (every plan has it at
+    /// 1), so naming one is an error until a generator takes it.
+    fn check_implemented(&mut self, var: TileVar, span: Span) -> Option<()> {
+        if var != TileVar::SPLIT_K {
+            return Some(());
+        }
+        self.error(
+            span,
+            "`SPLIT_K` is not implemented yet: no generator splits K, every plan has SPLIT_K = 1",
+        )
+        .hint = Some(
+            "remove it; small-M shapes are planned without split-K (examples/decode.dgml)"
+                .to_string(),
+        );
+        None
+    }
+
     fn tiling(&mut self, entries: &[TilingEntry]) -> Vec<TilingDomain> {
         let mut seen: Vec<TileVar> = Vec::new();
         let mut out = Vec::new();
@@ -1147,6 +1198,8 @@ impl Cx<'_> {
                 d.hint = hint;
             }
             if let Some(v) = var {
+                // Reported once; the entry is still checked for its own errors.
+                let _ = self.check_implemented(v, entry.var.span);
                 if seen.contains(&v) {
                     self.error(
                         entry.var.span,

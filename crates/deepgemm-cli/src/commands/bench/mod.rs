@@ -111,7 +111,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     for input in &args.inputs {
         suites.push(load_input(input, &args.shape, args.kernel.as_deref())?);
     }
-    let gpu = Gpu::open(0).map_err(common::cuda)?;
+    let gpu = common::open_gpu()?;
     for (_, spec, _) in &suites {
         common::check_gpu_runs(&gpu, spec)?;
     }
@@ -177,8 +177,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             suites: reports,
         };
         let text = serde_json::to_string_pretty(&report).expect("the report serializes");
-        std::fs::write(path, text)
-            .map_err(|e| Failure::Error(format!("cannot write {}: {e}", path.display())))?;
+        common::write_file(path, text.as_bytes())?;
     }
     if failures == 0 {
         Ok(())

@@ -1,0 +1,154 @@
+//! Which path a spec's math takes and why, in words: what `check`, `explain` and `compile` tell
+//! the user so that no slow path or precision choice is silent. The facts come from the same
+//! rules the search applies ([`space::backend_refusal`], [`codegen::check_supported`]).
+
+use super::space;
+use crate::codegen::{self, space::GENERATED_BACKENDS};
+use crate::dtype::DType;
+use crate::model::schedule::splits_f32;
+use crate::plan::Backend;
+use crate::spec::KernelSpec;
+use serde::{Deserialize, Serialize};
+
+/// Whether one backend can take a spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendStatus {
+    pub backend: Backend,
+    /// Whether DeepGEMM generates kernels for it (the others are predicted only).
+    pub generated: bool,
+    /// Why it has no plan for the spec; `None` when it has plans.
+    pub refusal: Option<String>,
+}
+
+/// Every backend's standing for `spec`, in [`Backend::ALL`] order.
+pub fn backend_statuses(spec: &KernelSpec) -> Vec<BackendStatus> {
+    Backend::ALL
+        .into_iter()
+        .map(|backend| {
+            let generated = GENERATED_BACKENDS.contains(&backend);
+            let refusal = space::backend_refusal(spec, backend).or_else(|| {
+                if !generated {
+                    return None;
+                }
+                // The generator's own reason when it renders none of the plan space.
+                let mut first = None;
+                for plan in space::enumerate(spec, backend) {
+                    match codegen::check_supported(spec, &plan) {
+                        Ok(()) => return None,
+                        Err(e) => {
+                            first.get_or_insert_with(|| e.to_string());
+                        }
+                    }
+                }
+                first.or_else(|| Some("no plan fits the hardware".to_string()))
+            });
+            BackendStatus {
+                backend,
+                generated,
+                refusal,
+            }
+        })
+        .collect()
+}
+
+/// The notes a user must see before trusting a spec's speed or precision: how f32/tf32 inputs
+/// are computed, and that the CUDA-core fallback is the only generated path (with why each
+/// faster backend cannot take the spec). Empty when neither applies.
+pub fn notes(spec: &KernelSpec) -> Vec<String> {
+    let statuses = backend_statuses(spec);
+    let mut notes = Vec::new();
+    let input = spec.a().dtype;
+    let takes = |b: Backend| {
+        statuses
+            .iter()
+            .any(|s| s.backend == b && s.refusal.is_none())
+    };
+    if input == DType::F32 && takes(Backend::Sm80) && splits_f32(input, Backend::Sm80) {
+        notes.push(
+            "f32 inputs are computed to f32 accuracy: tensor-core plans use 3xTF32 (each operand \
+             split into hi = tf32(x) and lo = tf32(x - hi); a_hi*b_lo + a_lo*b_hi + a_hi*b_hi \
+             accumulated in f32), costed at 3x the tf32 mma work, and compete with the CUDA-core \
+             FFMA plans (simt); declare the inputs `tf32` to accept tf32 precision (about 1e-3) \
+             at the full tf32 rate"
+                .to_string(),
+        );
+    } else if input == DType::F32 {
+        notes.push(
+            "f32 inputs are computed to f32 accuracy on CUDA cores (simt, FFMA): no tensor-core \
+             generator takes them on this target"
+                .to_string(),
+        );
+    } else if input == DType::Tf32 {
+        notes.push(
+            "tf32 inputs are multiplied at tf32 precision (10 mantissa bits, about 1e-3 relative \
+             error), one tensor-core product each, as declared; declare them `f32` for f32 \
+             accuracy (3xTF32, a third of the rate)"
+                .to_string(),
+        );
+    }
+    let generated_takers: Vec<Backend> = statuses
+        .iter()
+        .filter(|s| s.generated && s.refusal.is_none())
+        .map(|s| s.backend)
+        .collect();
+    if generated_takers == [Backend::Simt] {
+        let why: Vec<String> = statuses
+            .iter()
+            .filter(|s| s.backend != Backend::Simt)
+            .map(|s| match (&s.refusal, s.generated) {
+                (Some(reason), _) => format!("{} cannot: {reason}", s.backend),
+                (None, false) => format!(
+                    "{} would take it (the hardware has its instructions for {input}) but has no \
+                     generator yet",
+                    s.backend
+                ),
+                (None, true) => format!("{} has plans", s.backend),
+            })
+            .collect();
+        notes.push(format!(
+            "slow path: every plan runs on the CUDA-core fallback (simt, FFMA), not on tensor \
+             cores; {}",
+            why.join("; ")
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec;
+    use std::path::Path;
+
+    fn kernel(input: &str, target: &str) -> KernelSpec {
+        let src = format!(
+            "kernel k {{ target {target}; input A: {input}[M, K] row; input B: {input}[K, N] col;
+               output D: f32[M, N] row; shape {{ M = 256; N = 256; K = 256; }} }}"
+        );
+        spec::parse_str(&src, "k.dgml", Path::new("."))
+            .unwrap()
+            .kernels
+            .remove(0)
+    }
+
+    #[test]
+    fn fp8_names_the_fallback_and_why_each_faster_backend_cannot() {
+        let notes = notes(&kernel("e4m3", "h200"));
+        let slow = notes.iter().find(|n| n.starts_with("slow path")).unwrap();
+        assert!(
+            slow.contains("sm80 cannot: its mma.sync generator"),
+            "{slow}"
+        );
+        assert!(slow.contains("sm90 would take it"), "{slow}");
+    }
+
+    #[test]
+    fn f32_says_3xtf32_and_tf32_says_tf32() {
+        let f32 = notes(&kernel("f32", "h200"));
+        assert!(f32[0].contains("3xTF32"), "{f32:?}");
+        assert!(!f32.iter().any(|n| n.starts_with("slow path")));
+        let tf32 = notes(&kernel("tf32", "h200"));
+        assert!(tf32[0].contains("tf32 precision"), "{tf32:?}");
+        assert!(notes(&kernel("bf16", "h200")).is_empty());
+    }
+}
