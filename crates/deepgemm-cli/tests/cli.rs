@@ -209,6 +209,7 @@ fn the_cli_reference_documents_every_command_and_flag() {
         }
     }
     assert!(missing.is_empty(), "docs/cli.md lacks {missing:?}");
+}
 
 /// Extents the kernels' `int` parameters cannot hold are refused before anything runs, with
 /// the limit named: in a spec (`check`) and on the command line (`--shape`).

@@ -309,6 +309,7 @@ fn sm90_refuses_what_its_kernel_cannot_run() {
     let ok = sm90_plan(&s, (128, 128), 6, 2, true, 2);
     assert!(check_supported(&s, &ok).is_ok());
     assert!(ok.label().contains(" pp"));
+}
 
 /// f32 inputs are generated as 3xTF32 (hi/lo split, three products), tf32 inputs as one tf32
 /// product: the precision the spec asks for, never narrowed.
