@@ -28,8 +28,8 @@ tests() {
 
 sanitizer() {
   local rc=0
-  # Edge tiles, K below one tile, ld = K+1 and 2-byte-misaligned bases (the repack path), on both
-  # generated backends (odd_shape plans sm80; decode's M=1 plans through its smallest bucket).
+  # Edge tiles, K below one tile, ld = K+1 and 2-byte-misaligned bases (the repack path): odd_shape
+  # plans sm90 (TMA), decode's M=1 bucket and mlp_up's rows plan what the model picks for them.
   for args in "examples/odd_shape.dgml --shape 127,129,255" \
               "examples/odd_shape.dgml --shape 17,33,65 --ld-pad 1" \
               "examples/odd_shape.dgml --shape 33,65,7 --misalign 2" \
@@ -41,7 +41,18 @@ sanitizer() {
     compute-sanitizer --tool memcheck --error-exitcode 9 $deepgemm run $args --no-time \
       >>"$OUT/sanitizer.log" 2>&1 || { rc=1; echo "   FAILED" | tee -a "$OUT/sanitizer.log"; }
   done
-  tail -n 3 "$OUT/sanitizer.log"
+  # The mbarrier ring, the ping-pong turns and the cluster's multicast and remote arrivals of a
+  # persistent sm90 kernel (cooperative and ping-pong), under racecheck and synccheck.
+  for args in "bench/specs/sm90_pingpong_cluster.dgml" \
+              "examples/odd_shape.dgml --shape 2100,2100,128"; do
+    for tool in racecheck synccheck; do
+      echo "== compute-sanitizer $tool: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
+      # shellcheck disable=SC2086
+      compute-sanitizer --tool $tool --error-exitcode 9 $deepgemm run $args --no-time \
+        >>"$OUT/sanitizer.log" 2>&1 || { rc=1; echo "   FAILED" | tee -a "$OUT/sanitizer.log"; }
+    done
+  done
+  grep -E "^== |SUMMARY|FAILED" "$OUT/sanitizer.log"
   return $rc
 }
 

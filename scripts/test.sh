@@ -14,6 +14,13 @@ if [ ! -e "$NVRTC_DIR/libnvrtc.so.13" ]; then
   echo "installing NVRTC 13.0 into .cuda-tools/ (pip package nvidia-cuda-nvrtc)"
   python3 -m pip install --quiet --disable-pip-version-check --target .cuda-tools 'nvidia-cuda-nvrtc==13.0.*'
 fi
+# cuobjdump (and the nvdisasm it runs) for the SASS checks of the sm90 kernels: HGMMA, no local
+# memory.
+if [ ! -x "$PWD/.cuda-tools/nvidia/cu13/bin/cuobjdump" ]; then
+  echo "installing cuobjdump and nvdisasm 13.2 into .cuda-tools/"
+  python3 -m pip install --quiet --disable-pip-version-check --target .cuda-tools \
+    'nvidia-cuda-cuobjdump==13.2.*' 'nvidia-cuda-nvdisasm==13.2.*'
+fi
 export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The test command requires NVRTC: no opt-out may turn a missing compiler into skipped tests.
 unset DEEPGEMM_SKIP_NVRTC

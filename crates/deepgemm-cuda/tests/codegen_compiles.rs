@@ -8,11 +8,11 @@
 mod codegen_specs;
 mod nvrtc_support;
 
-use codegen_specs::{simt_plan, sm80_plan, spec, SpecShape};
+use codegen_specs::{simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
 use cudarc::nvrtc::result as nvrtc;
 use deepgemm::codegen::{generate, GeneratedKernel};
 use deepgemm::dtype::DType;
-use deepgemm::plan::Plan;
+use deepgemm::plan::{Backend, Plan};
 use deepgemm::spec::{KernelSpec, Layout};
 use nvrtc_support::nvrtc_or_skip;
 use std::ffi::{CStr, CString};
@@ -385,5 +385,118 @@ fn every_example_variant_compiles_for_every_arch() {
         }
     }
     assert!(cases.len() >= 15, "{} variants", cases.len());
-    check_all(&cases, &TENSOR_ARCHS);
+    // wgmma and setmaxnreg exist on sm_90a alone; the other plans run on every tensor-core arch.
+    let (sm90, others): (Vec<_>, Vec<_>) = cases
+        .into_iter()
+        .partition(|(_, _, plan)| plan.backend == Backend::Sm90);
+    assert!(!sm90.is_empty(), "the Hopper examples plan sm90 variants");
+    check_all(&sm90, &["sm_90a"]);
+    check_sass(&sm90);
+    check_all(&others, &TENSOR_ARCHS);
+}
+
+/// Every sm90 configuration the generator offers (schedules, layouts, dtypes, clusters, odd tile
+/// widths) compiles for sm_90a, and its SASS runs on wgmma with no local memory.
+#[test]
+fn sm90_configs_compile_to_hgmma_without_local_memory() {
+    if !nvrtc_or_skip("sm90_configs_compile_to_hgmma_without_local_memory") {
+        return;
+    }
+    let mut cases = Vec::new();
+    // (tile, stages, consumers, ping-pong, cluster)
+    let configs = [
+        ((128, 256), 4, 2, false, 2),
+        ((128, 208), 4, 2, false, 2),
+        ((256, 128), 4, 2, false, 1),
+        ((128, 128), 6, 2, true, 2),
+        ((64, 256), 5, 2, true, 2),
+        ((64, 24), 8, 2, true, 1),
+        ((128, 104), 7, 1, false, 1),
+    ];
+    for layouts in [
+        (Layout::Row, Layout::Col, Layout::Row),
+        (Layout::Col, Layout::Row, Layout::Col),
+    ] {
+        for (input, output) in [(DType::Bf16, DType::Bf16), (DType::F16, DType::F32)] {
+            let s = spec(&SpecShape {
+                input,
+                output,
+                a_layout: layouts.0,
+                b_layout: layouts.1,
+                d_layout: layouts.2,
+                ..SpecShape::default()
+            });
+            for (tile, stages, consumers, pingpong, cluster) in configs {
+                let plan = sm90_plan(&s, tile, stages, consumers, pingpong, cluster);
+                // Not every width suits every layout (N-major B is staged in 64-column boxes)
+                // and f32 staging takes more shared memory: keep the ones the generator offers.
+                if deepgemm::codegen::check_supported(&s, &plan).is_err() {
+                    continue;
+                }
+                let label = format!(
+                    "sm90 {input}->{output} {}{}{} {}",
+                    layout_name(layouts.0),
+                    layout_name(layouts.1),
+                    layout_name(layouts.2),
+                    plan.label()
+                );
+                cases.push((label, s.clone(), plan));
+            }
+        }
+    }
+    assert!(cases.len() >= 20, "{} sm90 configurations", cases.len());
+    check_all(&cases, &["sm_90a"]);
+    check_sass(&cases);
+}
+
+/// The SASS of each sm90 case: `HGMMA` present (wgmma, not mma.sync's `HMMA`), no `LDL`/`STL`.
+/// cuobjdump comes from `DEEPGEMM_CUOBJDUMP` or `.cuda-tools/nvidia/cu13/bin` (scripts/test.sh
+/// installs it there); without it the test fails, unless `DEEPGEMM_SKIP_NVRTC=1`.
+fn check_sass(cases: &[(String, KernelSpec, Plan)]) {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cuobjdump = std::env::var_os("DEEPGEMM_CUOBJDUMP")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo.join(".cuda-tools/nvidia/cu13/bin/cuobjdump"));
+    if !cuobjdump.exists() {
+        assert!(
+            std::env::var(nvrtc_support::SKIP_VAR).is_ok_and(|v| v == "1"),
+            "no cuobjdump at {}: `bash scripts/test.sh` installs it with
+    python3 -m pip \
+             install --target .cuda-tools 'nvidia-cuda-cuobjdump==13.2.*' \
+             'nvidia-cuda-nvdisasm==13.2.*'",
+            cuobjdump.display()
+        );
+        eprintln!("SKIPPED the SASS checks: no cuobjdump and DEEPGEMM_SKIP_NVRTC=1");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (label, spec, plan) in cases {
+        let kernel = generate(spec, plan, "v0").unwrap();
+        let compiled = deepgemm_cuda::nvrtc::compile(&kernel.source, &kernel.entry, "sm_90a")
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let path = dir.path().join("kernel.cubin");
+        std::fs::write(&path, &compiled.cubin).unwrap();
+        let out = std::process::Command::new(&cuobjdump)
+            .arg("--dump-sass")
+            .arg(&path)
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", cuobjdump.display()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sass = String::from_utf8_lossy(&out.stdout);
+        let count = |op: &str| sass.matches(op).count();
+        if count("HGMMA") == 0 || count("LDL") > 0 || count("STL") > 0 {
+            failures.push(format!(
+                "{label}: {} HGMMA, {} LDL, {} STL",
+                count("HGMMA"),
+                count("LDL"),
+                count("STL")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -79,19 +79,24 @@ fn decode_shapes_are_memory_bound() {
 fn large_square_is_compute_bound_on_tensor_cores() {
     let spec = fixed(DType::Bf16, 4096, 4096, 4096);
     let result = search(&spec).unwrap();
-    let winner = result.buckets[0].winner();
+    let bucket = &result.buckets[0];
+    let winner = bucket.winner();
     assert_eq!(winner.prediction.bottleneck, Bottleneck::Compute);
-    assert_eq!(winner.plan.backend, Backend::Sm80);
-    // mma.sync on Hopper: about half of cuBLAS's ~700 TFLOP/s.
+    // wgmma on Hopper, fed by TMA: cuBLAS-class (~700-850 TFLOP/s measured, bench/RESULTS.md).
+    assert_eq!(winner.plan.backend, Backend::Sm90);
     let tflops = winner.prediction.tflops;
-    assert!((250.0..=400.0).contains(&tflops), "{tflops}");
-    // The (not yet generated) wgmma path would reach ~700-800.
-    let sm90 = &result.buckets[0].model_only[0];
-    assert!(
-        (600.0..=850.0).contains(&sm90.prediction.tflops),
-        "{}",
-        sm90.prediction.tflops
-    );
+    assert!((650.0..=900.0).contains(&tflops), "{tflops}");
+    // The best mma.sync plan: about half of that.
+    let sm80 = bucket
+        .candidates
+        .iter()
+        .find(|c| c.plan.backend == Backend::Sm80)
+        .map(|c| c.prediction.tflops);
+    let sm80 = sm80.unwrap_or_else(|| {
+        let p = plan(&spec, Backend::Sm80, (256, 128), 4);
+        predict(&spec, &p, Shape::new(4096, 4096, 4096)).tflops
+    });
+    assert!((250.0..=450.0).contains(&sm80), "{sm80}");
 }
 
 #[test]

@@ -33,12 +33,15 @@ fn a_shape_range_is_planned_bucket_by_bucket() {
     for b in &result.buckets {
         assert_eq!(b.shape.m, b.bucket.m.1);
         assert!(b.feasible > 0 && !b.candidates.is_empty());
-        assert!(b.candidates.iter().all(|c| c.plan.backend != Backend::Sm90));
-        assert!(b.model_only.iter().all(|c| c.plan.backend == Backend::Sm90));
+        // Every backend is generated: nothing is left model-only.
+        assert!(b.model_only.is_empty());
         let removed: usize = b.pruned.iter().map(|p| p.removed).sum();
         assert!(removed + b.feasible <= b.enumerated);
         assert!(b.pruned.iter().all(|p| p.violated >= p.removed));
     }
+    // wgmma wins where M fills its tiles on Hopper.
+    let largest = result.buckets.last().unwrap();
+    assert_eq!(largest.winner().plan.backend, Backend::Sm90);
     let times: Vec<f64> = result
         .buckets
         .iter()
@@ -305,9 +308,9 @@ proptest! {
 
 #[test]
 fn compute_bound_twins_go_to_fewer_dram_bytes() {
-    // At 4096^3 the 256x128 and 128x256 tiles, grouped raster or not, are predicted equally fast
-    // (compute-bound); the grouped 256x128 moves the fewest DRAM bytes and measured fastest at
-    // 8192^3-16384^3 (bench/RESULTS.md, 89a343b).
+    // At 4096^3 plans that differ only in their raster order are predicted equally fast
+    // (compute-bound); the one that moves the fewest DRAM bytes wins (on sm80, the grouped
+    // 256x128 measured fastest at 8192^3-16384^3: bench/RESULTS.md, 89a343b).
     let spec = fixed(DType::Bf16, 4096, 4096, 4096);
     let result = search(&spec).unwrap();
     let b = &result.buckets[0];
@@ -315,5 +318,5 @@ fn compute_bound_twins_go_to_fewer_dram_bytes() {
     assert_eq!(winner.score_us, runner_up.score_us);
     assert_eq!(tie_break(winner, runner_up).1, TieBreak::DramBytes);
     assert!(winner.prediction.movement.dram_bytes < runner_up.prediction.movement.dram_bytes);
-    assert_eq!(winner.label, "sm80 256x128x64 s4 w4x2 g8");
+    assert!(winner.label.starts_with("sm90 "), "{}", winner.label);
 }

@@ -115,10 +115,14 @@ pub struct Calibration {
     /// Cost of a kernel queued right behind another in the same stream (each operand's repack
     /// copy ahead of the GEMM): only the gap between the two, microseconds.
     pub queued_launch_us: f64,
-    /// Fraction of `l2_bw_gbps` that L2 -> shared-memory copies sustain.
+    /// Fraction of `l2_bw_gbps` that L2 -> shared-memory copies sustain: cp.async (sm80, simt)
+    /// and TMA bulk copies (sm90), which move whole boxes per request.
     pub l2_efficiency: f64,
-    /// Fraction of `smem_bw_bytes_per_clk_per_sm` that tile copies and fragment loads sustain.
+    pub l2_efficiency_sm90: f64,
+    /// Fraction of `smem_bw_bytes_per_clk_per_sm` that tile copies and fragment loads sustain:
+    /// ldmatrix / scalar loads (sm80, simt) and wgmma's descriptor reads with TMA writes (sm90).
     pub smem_efficiency: f64,
+    pub smem_efficiency_sm90: f64,
     /// Fraction of `l2_bytes` that keeps operand panels resident from one wave to the next.
     pub l2_resident_fraction: f64,
     /// Resident warps per SM needed to keep its math pipes busy (one per scheduler partition).
@@ -152,7 +156,9 @@ impl Default for Calibration {
             launch_overhead_us: 3.0,
             queued_launch_us: 1.0,
             l2_efficiency: 0.80,
+            l2_efficiency_sm90: 0.80,
             smem_efficiency: 0.90,
+            smem_efficiency_sm90: 0.90,
             l2_resident_fraction: 0.50,
             warps_for_peak_math: 4.0,
             syncthreads_cycles: 40.0,
@@ -161,6 +167,24 @@ impl Default for Calibration {
             regs_per_copy: 0.75,
             epilogue_regs_per_thread: 8,
             producer_regs_sm90: 40,
+        }
+    }
+}
+
+impl Calibration {
+    /// The L2 -> shared-memory efficiency of a backend's copies.
+    pub fn l2_efficiency_of(&self, backend: Backend) -> f64 {
+        match backend {
+            Backend::Sm90 => self.l2_efficiency_sm90,
+            Backend::Sm80 | Backend::Simt => self.l2_efficiency,
+        }
+    }
+
+    /// The shared-memory efficiency of a backend's tile writes and operand reads.
+    pub fn smem_efficiency_of(&self, backend: Backend) -> f64 {
+        match backend {
+            Backend::Sm90 => self.smem_efficiency_sm90,
+            Backend::Sm80 | Backend::Simt => self.smem_efficiency,
         }
     }
 }

@@ -134,6 +134,8 @@ impl Hardware {
             ("calibration.dram_efficiency", c.dram_efficiency),
             ("calibration.l2_efficiency", c.l2_efficiency),
             ("calibration.smem_efficiency", c.smem_efficiency),
+            ("calibration.smem_efficiency_sm90", c.smem_efficiency_sm90),
+            ("calibration.l2_efficiency_sm90", c.l2_efficiency_sm90),
             ("calibration.l2_resident_fraction", c.l2_resident_fraction),
         ] {
             if !(value > 0.0 && value <= 1.0) {
@@ -205,9 +207,11 @@ mod tests {
     #[test]
     fn impossible_calibration_constants_are_named() {
         type Mutation = fn(&mut crate::hw::Calibration);
-        let cases: [(&str, Mutation); 7] = [
+        let cases: [(&str, Mutation); 9] = [
             ("l2_efficiency", |c| c.l2_efficiency = 1.5),
             ("smem_efficiency", |c| c.smem_efficiency = 0.0),
+            ("smem_efficiency_sm90", |c| c.smem_efficiency_sm90 = 0.0),
+            ("l2_efficiency_sm90", |c| c.l2_efficiency_sm90 = 0.0),
             ("syncthreads_cycles", |c| c.syncthreads_cycles = -1.0),
             ("queued_launch_us", |c| c.queued_launch_us = f64::NAN),
             ("warps_for_peak_math", |c| c.warps_for_peak_math = 0.5),

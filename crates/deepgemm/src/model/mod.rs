@@ -397,10 +397,10 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let load_latency_cycles =
         mv.l2_hit_rate * l2_latency_cycles + (1.0 - mv.l2_hit_rate) * dram_latency_cycles;
     let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
-    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency;
-    let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * cal.smem_efficiency; // bytes per cycle
-                                                                                // DRAM operand bytes are spread over blocks in proportion (the per-wave panel count is folded
-                                                                                // into the total); a persistent kernel's epilogue stores stream alongside the main loop.
+    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency_of(plan.backend);
+    let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * cal.smem_efficiency_of(plan.backend); // bytes per cycle
+                                                                                                 // DRAM operand bytes are spread over blocks in proportion (the per-wave panel count is folded
+                                                                                                 // into the total); a persistent kernel's epilogue stores stream alongside the main loop.
     let streamed_dram_per_block = (mv.operand_dram_bytes
         + if plan.persistent {
             mv.epilogue_dram_bytes
@@ -460,7 +460,9 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
             bound,
             kblock_cycles: resource_us * clock_mhz / geo.k_blocks.max(1) as f64,
             prologue_epilogue_us: (prologue_us + epilogue_us) / per_sm_f,
-            epilogue_us: epilogue_us / per_sm_f,
+            // Between tiles of a persistent loop the stores drain behind the next tile's math:
+            // only their issue at the DRAM rate stops it, not their latency.
+            epilogue_stores_us: blocks as f64 * mv.block_epilogue_bytes / dram_bw / per_sm_f,
             first_and_last_us: prologue_us + epilogue_us,
             sync_us: sync::exposed_cycles_per_wave(&sync, per_sm) / clock_mhz,
         }
@@ -486,7 +488,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         } else if !sync.epilogue_hidden {
             // A cooperative persistent kernel stops its math for every tile's epilogue (the
             // producer refills the ring meanwhile, so the fill is paid once).
-            prologue_epilogue_us += count * cost.epilogue_us;
+            prologue_epilogue_us += count * cost.epilogue_stores_us;
         }
         match by_bound.iter_mut().find(|(b, _)| *b == cost.bound) {
             Some(entry) => entry.1 += count * cost.mainloop_us,
@@ -595,8 +597,9 @@ struct WaveCost {
     kblock_cycles: f64,
     /// Fill + drain, as exposed with the wave's co-resident blocks overlapping each other.
     prologue_epilogue_us: f64,
-    /// The drain alone, likewise.
-    epilogue_us: f64,
+    /// The epilogue's stores at the DRAM rate, likewise (what a cooperative persistent kernel
+    /// stops its math for between tiles).
+    epilogue_stores_us: f64,
     /// Fill + drain of one block, unoverlapped (what a persistent kernel pays once).
     first_and_last_us: f64,
     sync_us: f64,

@@ -190,9 +190,11 @@ pub fn analyze(
     let smem_bytes = block_smem_bytes * geo.blocks as f64;
 
     let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
-    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency;
-    let smem_bw =
-        hw.smem_bw_bytes_per_clk_per_sm * cal.smem_efficiency * hw.sms as f64 * hw.clock_mhz as f64;
+    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency_of(plan.backend);
+    let smem_bw = hw.smem_bw_bytes_per_clk_per_sm
+        * cal.smem_efficiency_of(plan.backend)
+        * hw.sms as f64
+        * hw.clock_mhz as f64;
     Movement {
         operand_stage_bytes: operand_tile_bytes(plan.tile, problem.a, problem.b, 1),
         operand_tile_bytes: operand_tile_bytes(plan.tile, problem.a, problem.b, plan.stages),

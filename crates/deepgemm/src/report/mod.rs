@@ -688,7 +688,6 @@ mod tests {
             "| sm80 | bf16 | mma.sync.m16n8k16 |",
             "## M = 4096, N = 4096, K = 4096",
             "`smem <= 64 KiB`",
-            "Not generated yet (model only)",
             &format!("**{}**", big.winner.label),
         ] {
             assert!(md.contains(needle), "missing {needle:?} in\n{md}");

@@ -139,7 +139,8 @@ mod tests {
             slow.contains("sm80 cannot: its mma.sync generator"),
             "{slow}"
         );
-        assert!(slow.contains("sm90 would take it"), "{slow}");
+        assert!(slow.contains("sm90 cannot:"), "{slow}");
+        assert!(slow.contains("fp8"), "{slow}");
     }
 
     #[test]
