@@ -26,38 +26,28 @@ fn gpu_sm80_dtypes() {
     let mut cases = half_dtypes();
     cases.push(Case::new("tf32", "f32", (17, 33, 65)));
     cases.push(Case::new("tf32", "f32", (1000, 3000, 2000)));
-    cases.push(Case::new("f32", "f32", (17, 33, 65)));
-    cases.push(Case::new("f32", "f32", (1000, 3000, 2000)));
     check_matrix(&gpu(), Backend::Sm80, &cases);
 }
 
-/// f32 inputs keep f32 accuracy (issue 9): the search's own choice for an f32 spec, 3xTF32 on
-/// sm80, against the f64 reference within the f32 tolerance (1e-5) at K = 4096 and K = 16384,
-/// where single-pass tf32 measured 2.6e-4. The CUDA-core path runs the same cases for
-/// comparison.
+/// f32 inputs keep f32 accuracy (issue 9): the search's own choice for an f32 spec, the CUDA-core
+/// kernel, against the f64 reference within the f32 tolerance (1e-5) at K = 4096 and K = 16384,
+/// where single-pass tf32 measured 2.6e-4 and 3xTF32 on mma.sync 2.9e-5 and 1.2e-4.
 #[test]
 fn gpu_f32_accuracy_at_long_k() {
-    let gpu = gpu();
     let cases = f32_long_k();
-    for backend in [Backend::Sm80, Backend::Simt] {
-        for report in check_matrix(&gpu, backend, &cases) {
-            assert_eq!(report.tolerance, 1e-5, "{}: the f32 tolerance", report.plan);
-        }
+    for report in check_matrix(&gpu(), Backend::Simt, &cases) {
+        assert_eq!(report.tolerance, 1e-5, "{}: the f32 tolerance", report.plan);
     }
-    // Unforced, the search picks 3xTF32 on the tensor cores for these shapes.
+    // Unforced, the search picks the CUDA cores for f32.
     let spec = gpu_support::parse(
         &cases[0]
-            .dgml(Backend::Sm80)
-            .replace("constraints { backend == sm80; }", ""),
+            .dgml(Backend::Simt)
+            .replace("constraints { backend == simt; }", ""),
     );
     let winner = deepgemm::search::search(&spec).unwrap().buckets[0]
         .winner()
         .clone();
-    assert_eq!(
-        winner.prediction.schedule.math.products, 3,
-        "{}",
-        winner.label
-    );
+    assert_eq!(winner.plan.backend, Backend::Simt, "{}", winner.label);
 }
 
 #[test]
@@ -97,8 +87,7 @@ fn gpu_simt_epilogues() {
 
 #[test]
 fn gpu_sm80_padded_and_misaligned() {
-    let mut cases = padded_and_offset("bf16", "bf16");
-    cases.extend(padded_and_offset("f32", "f32"));
+    let cases = padded_and_offset("bf16", "bf16");
     let reports = check_matrix(&gpu(), Backend::Sm80, &cases);
     // 2-byte offsets break sm80's 16-byte copies: the launcher must have repacked A and B.
     assert!(reports.iter().any(|r| r.repacked.iter().any(|n| n == "A")));

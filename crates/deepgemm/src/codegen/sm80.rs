@@ -49,7 +49,18 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
     let (a, b) = (spec.a(), spec.b());
     for operand in [a, b] {
         match operand.dtype {
-            DType::F16 | DType::Bf16 | DType::F32 | DType::Tf32 => {}
+            DType::F16 | DType::Bf16 | DType::Tf32 => {}
+            // Measured on the H200 (bench/RESULTS.md, 2026-12-01): 3xTF32 on mma.sync left a
+            // relative error growing with K, as the tensor cores' f32 accumulation truncates.
+            DType::F32 => {
+                return Err(fail(
+                    "f32 inputs run on CUDA cores (simt): 3xTF32 on mma.sync measured a relative \
+                     error of 2.9e-5 at K = 4096 and 1.2e-4 at K = 16384 on the H200 (the tensor \
+                     cores truncate their f32 sums), above f32's 1e-5; write `tf32` for \
+                     tensor-core speed at tf32 precision"
+                        .to_string(),
+                ))
+            }
             DType::E4m3 | DType::E5m2 => {
                 return Err(fail(format!(
                     "{} inputs need the sm90 backend or simt",
