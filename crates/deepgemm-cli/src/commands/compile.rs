@@ -57,7 +57,7 @@ struct VariantEntry {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref())?;
+    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref(), common::Errors::Text)?;
     let nvrtc_missing = nvrtc::version().err();
     if let Some(e) = &nvrtc_missing {
         eprintln!("warning: {e}\nwriting sources and analysis only (no .ptx/.cubin)");

@@ -22,7 +22,9 @@ mod types;
 pub use diag::{Diagnostic, Diagnostics, Span};
 pub use expr::erf;
 pub(crate) use print::needs_parens;
-pub use print::{shape_text, summary, to_dgml};
+pub use print::{
+    shape_text, summary, summary_record, to_dgml, ConstraintSummary, OperandSummary, Summary,
+};
 pub use types::*;
 
 use std::path::Path;
