@@ -327,11 +327,11 @@ mod spec_errors {
             hint: Some("`~` (soft)"),
         },
         Case {
-            name: "non-f32 param",
+            name: "non-f32 param (the hint keeps its default)",
             replace: &[(6, "  param alpha: bf16 = 1;")],
             at: (6, 16),
             message: "param `alpha` is bf16; params are f32",
-            hint: Some("`param alpha: f32;`"),
+            hint: Some("`param alpha: f32 = 1;`"),
         },
         Case {
             name: "layout on a vector",
@@ -444,6 +444,27 @@ mod spec_errors {
             at: (4, 23),
             message: "unexpected `column` after the operand's dims",
             hint: Some("did you mean \"col\"?"),
+        },
+        Case {
+            name: "a layout spelled out",
+            replace: &[(3, "  input A: bf16[M, K] rowmajor;")],
+            at: (3, 23),
+            message: "unexpected `rowmajor` after the operand's dims",
+            hint: Some("did you mean \"row\"?"),
+        },
+        Case {
+            name: "an observable abbreviated",
+            replace: &[(6, "  constraints { regs <= 128; }")],
+            at: (6, 17),
+            message: "unknown name `regs` in a constraint",
+            hint: Some("did you mean \"registers\"?"),
+        },
+        Case {
+            name: "a size in KB",
+            replace: &[(6, "  constraints { smem <= 100 KB; }")],
+            at: (6, 29),
+            message: "unknown size unit `KB`",
+            hint: Some("write `100 KiB`"),
         },
     ];
 
@@ -578,6 +599,18 @@ mod spec_errors {
         assert_eq!(
             diags[100].message,
             "too many errors; the rest of the file is not checked"
+        );
+        // The total counts the errors shown, not the note, and says more may follow.
+        let rendered = spec::parse_str(&src, "case.dgml", Path::new("."))
+            .unwrap_err()
+            .render();
+        assert!(
+            rendered.ends_with(
+                "error: could not check the spec: 100 errors shown, and checking stopped there \
+                 (the rest of the file may hold more)\n"
+            ),
+            "{}",
+            &rendered[rendered.len() - 200..]
         );
     }
 

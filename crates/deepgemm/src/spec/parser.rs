@@ -506,7 +506,7 @@ impl Parser<'_> {
         if let TokenKind::Word(w) = self.peek().clone() {
             if !ITEM_KEYWORDS.contains(&w.as_str()) && w != "kernel" {
                 let span = self.span();
-                let hint = did_you_mean(&w, ["row", "col", "scale_of"]);
+                let hint = layout_hint(&w);
                 let d = self.error_at(span, format!("unexpected `{w}` after the operand's dims"));
                 d.expected = Some("`row`, `col`, `scale_of NAME` or `;`".to_string());
                 d.hint = hint;
@@ -584,6 +584,17 @@ impl Parser<'_> {
             1 << 10
         } else if self.at_word("MiB") {
             1 << 20
+        } else if let Some((unit, spelled)) = self.misspelled_unit() {
+            // Reported, then read as meant so the rest of the line is still checked.
+            let at = self.span();
+            let d = self.error_at(at, format!("unknown size unit `{spelled}`"));
+            d.expected = Some("`KiB` or `MiB` (1024 and 1048576 bytes)".to_string());
+            d.hint = Some(format!(
+                "write `{} {}`",
+                int.map_or(value.to_string(), |i| i.to_string()),
+                if unit == 1 << 10 { "KiB" } else { "MiB" }
+            ));
+            unit
         } else {
             1
         };
@@ -594,6 +605,20 @@ impl Parser<'_> {
         let scaled_int = int.and_then(|i| i.checked_mul(unit));
         let scaled = value * unit as f64;
         Ok((scaled, scaled_int, span))
+    }
+
+    /// The unit a word after a number means when it is a size spelled another way (`KB`, `kb`,
+    /// `kib`, `MB`), with the word. Single letters are not taken: `K` and `M` are shape symbols.
+    fn misspelled_unit(&self) -> Option<(u64, String)> {
+        let TokenKind::Word(w) = self.peek() else {
+            return None;
+        };
+        let unit = match w.to_ascii_lowercase().as_str() {
+            "kb" | "kib" | "kbyte" | "kbytes" => 1 << 10,
+            "mb" | "mib" | "mbyte" | "mbytes" => 1 << 20,
+            _ => return None,
+        };
+        Some((unit, w.clone()))
     }
 
     /// A non-negative integer literal (sizes allowed: `64 KiB`).
@@ -987,4 +1012,21 @@ fn abin(op: BinaryOp, lhs: AExpr, rhs: AExpr) -> AExpr {
         kind: AExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
         span,
     }
+}
+
+/// The hint for a word where a layout goes: `row` or `col` for their long spellings
+/// (`rowmajor`, `row_major`, `column_major`), which are too far from the short ones for
+/// [`did_you_mean`], else the closest of the words allowed there.
+fn layout_hint(word: &str) -> Option<String> {
+    let lowered = word.to_ascii_lowercase();
+    let layout = if lowered.starts_with("row") {
+        "row"
+    } else if lowered.starts_with("col") {
+        "col"
+    } else {
+        return did_you_mean(word, ["row", "col", "scale_of"]);
+    };
+    Some(format!(
+        "did you mean \"{layout}\"? (layouts are `row` and `col`)"
+    ))
 }

@@ -849,7 +849,11 @@ impl Cx<'_> {
                 decl.dtype.span,
                 format!("param `{}` is {dtype}; params are f32", decl.name.text),
             )
-            .hint = Some(format!("write `param {}: f32;`", decl.name.text));
+            .hint = Some(match decl.default {
+                // The default is kept: the fix changes the type, not the value.
+                Some(v) => format!("write `param {}: f32 = {v};`", decl.name.text),
+                None => format!("write `param {}: f32;`", decl.name.text),
+            });
             return None;
         }
         Some(Param {
