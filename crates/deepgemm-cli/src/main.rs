@@ -68,6 +68,11 @@ fn main() -> ExitCode {
             let code = if e.use_stderr() { 64 } else { 0 };
             // A closed pipe while printing help has nothing left to tell.
             let _ = e.print();
+            if code != 0 {
+                for hint in std::env::args().skip(1).filter_map(|a| seed_flag_hint(&a)) {
+                    eprintln!("hint: {hint}");
+                }
+            }
             return ExitCode::from(code);
         }
     };
@@ -112,6 +117,26 @@ fn main() -> ExitCode {
         }
         Err(Failure::IoReported) => ExitCode::from(74),
     }
+}
+
+/// The v1 spelling of a flag the seed documents use (`deepgemm --list-targets`, `deepgemm
+/// compile --hardware hw.yaml --op x.dgemm --output dir/`), for each one a refused command
+/// line holds: clap names only the first, and its did-you-mean cannot know these.
+fn seed_flag_hint(arg: &str) -> Option<&'static str> {
+    let flag = arg.split('=').next().unwrap_or(arg);
+    Some(match flag {
+        "--list-targets" => "the presets are listed by `deepgemm targets`",
+        "--hardware" | "--target" => {
+            "the hardware is named in the spec, inside the kernel: `target h200;` or \
+             `hardware \"hw.yaml\";` (`deepgemm targets --show h200 > hw.yaml` writes one)"
+        }
+        "--op" | "--spec" => {
+            "the spec is the command's argument: `deepgemm compile x.dgml -o DIR` (specs are \
+             .dgml files)"
+        }
+        "--output" => "the output folder is `-o DIR` (or `--out DIR`)",
+        _ => return None,
+    })
 }
 
 /// `deepgemm 0.1.0 (commit abc1234)`, then the NVRTC and the driver this process finds (where

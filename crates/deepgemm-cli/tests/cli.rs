@@ -489,3 +489,29 @@ fn version_names_the_commit_nvrtc_and_driver() {
     assert!(t.lines().any(|l| l.starts_with("driver")), "{t}");
     assert_eq!(deepgemm(&[]).status.code(), Some(64), "no command is usage");
 }
+
+/// The seed documents' command lines are usage errors with the v1 spelling, one hint per flag.
+#[test]
+fn seed_document_flags_get_the_v1_spelling() {
+    let o = deepgemm(&["--list-targets"]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("hint: the presets are listed by `deepgemm targets`"));
+    let o = deepgemm(&[
+        "compile",
+        "--hardware",
+        "hw.yaml",
+        "--op",
+        "x.dgemm",
+        "--output",
+        "dir/",
+    ]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    let t = text(&o);
+    for hint in [
+        "`hardware \"hw.yaml\";`",
+        "`deepgemm compile x.dgml -o DIR`",
+        "the output folder is `-o DIR`",
+    ] {
+        assert!(t.contains(hint), "{t}");
+    }
+}

@@ -213,8 +213,28 @@ impl Hardware {
 
     /// Parse and validate a hardware YAML document.
     pub fn from_yaml(text: &str) -> Result<Hardware, HwError> {
-        let hw: Hardware =
-            serde_saphyr::from_str(text).map_err(|e| HwError::Parse(e.to_string()))?;
+        Hardware::parse(text, None)
+    }
+
+    /// [`Hardware::from_yaml`], a syntax error placed as `file:line:column` when the document is
+    /// a file. The message is one line: the parser's own snippet names no file (`<input>`) and
+    /// repeats the message, and the spec's diagnostic already shows where the file is named.
+    fn parse(text: &str, file: Option<&str>) -> Result<Hardware, HwError> {
+        let hw: Hardware = serde_saphyr::from_str(text).map_err(|e| {
+            let plain = e.without_snippet().to_string();
+            let Some(at) = e.location() else {
+                return HwError::Parse(plain);
+            };
+            // The position is given once, in front, so the parser's own is cut off.
+            let (line, column) = (at.line(), at.column());
+            let message = plain
+                .strip_suffix(&format!(" at line {line}, column {column}"))
+                .unwrap_or(&plain);
+            HwError::Parse(match file {
+                Some(file) => format!("{file}:{line}:{column}: {message}"),
+                None => format!("line {line} column {column}: {message}"),
+            })
+        })?;
         hw.validate()?;
         Ok(hw)
     }
@@ -229,6 +249,6 @@ impl Hardware {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        Hardware::from_yaml(&text)
+        Hardware::parse(&text, Some(&path.display().to_string()))
     }
 }
