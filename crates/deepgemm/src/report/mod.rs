@@ -19,7 +19,8 @@
 //!     "calibration": { ...the hardware file's calibration block... }
 //!   },
 //!   "generated_backends": ["sm80", "simt"],
-//!   "note": "sm90 plans are predicted but not generated yet",
+//!   "note": "The winner is the best plan of sm90 or sm80 or simt, ...", // the backends that
+//!                                     // run here; any that are modelled but not generated
 //!   "notes": ["f32 inputs are computed to f32 accuracy: ...", "slow path: ..."],
 //!   "constraints": ["registers <= 255", ...],
 //!   "buckets": [ {
@@ -170,21 +171,13 @@ impl Analysis {
                 }
             })
             .collect();
-        let model_only: Vec<&str> = Backend::ALL
-            .into_iter()
-            .filter(|b| !GENERATED_BACKENDS.contains(b))
-            .map(|b| b.name())
-            .collect();
+
         Analysis {
             schema_version: SCHEMA_VERSION,
             kernel: result.kernel.clone(),
             hardware: assumptions(hw, math),
             generated_backends: GENERATED_BACKENDS.to_vec(),
-            note: format!(
-                "{} plans are enumerated and predicted but not generated yet; the winner is the best plan of {}",
-                model_only.join(", "),
-                GENERATED_BACKENDS.map(|b| b.name()).join(" or ")
-            ),
+            note: backends_note(spec),
             notes: crate::search::paths::notes(spec),
             constraints: spec.constraints.iter().map(|c| c.text.clone()).collect(),
             buckets: result
@@ -213,6 +206,34 @@ impl Analysis {
                 })
                 .collect(),
         }
+    }
+}
+
+/// Which backends the winner was chosen from. Only backends that run on this target for these
+/// inputs are named: an A100's report has nothing to say about sm90, generated or not.
+fn backends_note(spec: &KernelSpec) -> String {
+    let runs: Vec<Backend> = Backend::ALL
+        .into_iter()
+        .filter(|&b| crate::search::space::backend_runs(spec, b))
+        .collect();
+    let names = |generated: bool| {
+        let of_kind = runs
+            .iter()
+            .filter(|b| GENERATED_BACKENDS.contains(b) == generated);
+        of_kind.map(|b| b.name()).collect::<Vec<_>>().join(" or ")
+    };
+    let (generated, model_only) = (names(true), names(false));
+    if model_only.is_empty() {
+        format!(
+            "The winner is the best plan of {generated}, every backend that runs these inputs on \
+             {} being generated",
+            spec.hardware.arch
+        )
+    } else {
+        format!(
+            "{model_only} plans are enumerated and predicted but not generated yet; the winner \
+             is the best plan of {generated}"
+        )
     }
 }
 
@@ -547,6 +568,8 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
         b.enumerated,
         b.enumerated_by_backend
             .iter()
+            // A backend with no plan space here (sm90 on an A100) is not worth a "0".
+            .filter(|(_, n)| *n > 0)
             .map(|(be, n)| format!("{be} {n}"))
             .collect::<Vec<_>>()
             .join(", "),
@@ -679,7 +702,11 @@ mod tests {
             .find(|p| p.rule == "smem <= 64 KiB")
             .unwrap();
         assert!(smem.removed > 0);
-        assert!(analysis.note.contains("sm90"));
+        assert!(
+            analysis.note.contains("sm90 or sm80 or simt"),
+            "{}",
+            analysis.note
+        );
 
         let md = render_markdown(&analysis);
         for needle in [
@@ -691,6 +718,21 @@ mod tests {
             &format!("**{}**", big.winner.label),
         ] {
             assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+        }
+    }
+
+    /// A target without sm90 (an A100) gets no note about sm90, generated or not; every backend
+    /// being generated, none is called "not generated".
+    #[test]
+    fn the_backends_note_names_only_backends_of_the_target() {
+        for (target, named) in [("a100", "sm80 or simt"), ("h200", "sm90 or sm80 or simt")] {
+            let mut spec = spec();
+            spec.hardware = preset(target).unwrap();
+            let analysis = Analysis::new(&spec, &search(&spec).unwrap(), 3);
+            let md = render_markdown(&analysis);
+            assert!(analysis.note.contains(named), "{target}: {}", analysis.note);
+            assert!(!md.contains("not generated"), "{target}: {md}");
+            assert_eq!(md.contains("sm90"), target == "h200", "{target}: {md}");
         }
     }
 
