@@ -96,6 +96,17 @@ fn compile_writes_sources_binaries_analysis_and_the_dispatch_table() {
             assert!((1..=255).contains(&registers), "{v}");
         }
     }
+    if nvrtc {
+        // ptxas's count reaches the analysis, bucket by bucket.
+        let md = std::fs::read_to_string(kernel.join("analysis.md")).unwrap();
+        let analysis: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(kernel.join("analysis.json")).unwrap()).unwrap();
+        for (v, bucket) in variants.iter().zip(analysis["buckets"].as_array().unwrap()) {
+            let registers = &v["compiled"]["registers"];
+            assert_eq!(&bucket["ptxas"]["registers"], registers, "{bucket}");
+            assert!(md.contains(&format!("ptxas allocates {registers}")), "{md}");
+        }
+    }
 }
 
 #[test]

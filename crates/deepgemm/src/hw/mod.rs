@@ -44,6 +44,45 @@ pub struct Hardware {
     /// Efficiency constants fitted from measurements (`deepgemm tune` / bench).
     #[serde(default)]
     pub calibration: Calibration,
+    /// Where the figures come from, which says how far to trust the predictions. A fact of each
+    /// file, so it lives in the YAML beside the figures rather than in code.
+    #[serde(default)]
+    pub provenance: Provenance,
+}
+
+/// How a hardware description was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Datasheet figures with the calibration fitted to timings on this GPU.
+    Measured,
+    /// Vendor datasheet figures; the calibration is the untuned defaults.
+    Datasheet,
+    /// A hardware file that does not say.
+    #[default]
+    Unstated,
+}
+
+impl Provenance {
+    /// The YAML spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provenance::Measured => "measured",
+            Provenance::Datasheet => "datasheet",
+            Provenance::Unstated => "unstated",
+        }
+    }
+
+    /// In words, for reports: what a prediction on this hardware rests on.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Provenance::Measured => "calibrated from measurements on this GPU",
+            Provenance::Datasheet => {
+                "datasheet figures, not calibrated by measurement: predictions are less certain"
+            }
+            Provenance::Unstated => "the hardware file does not say whether it is calibrated",
+        }
+    }
 }
 
 /// Dense math rate of one instruction family for one input dtype.
