@@ -2,17 +2,25 @@
 
 mod commands;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// DeepGEMM: a GEMM kernel compiler for NVIDIA GPUs. Declare what to compute and what must hold
 /// in a `.dgml` file; DeepGEMM models the hardware, chooses a plan, explains why, and generates,
 /// compiles, verifies and runs the kernel.
 #[derive(Parser)]
-#[command(name = "deepgemm", version, about, long_about = None, after_help = EXIT_CODES)]
+#[command(name = "deepgemm", about, long_about = None, after_help = EXIT_CODES)]
+#[command(
+    disable_version_flag = true,
+    override_usage = "deepgemm <COMMAND> [OPTIONS]\n       deepgemm --version"
+)]
 struct Cli {
+    /// Print the version, the git commit it was built from, and the NVRTC and CUDA driver found.
+    #[arg(short = 'V', long)]
+    version: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 /// The exit codes, as `--help` prints them (SPEC.md §3; docs/exit-codes.md).
@@ -47,6 +55,8 @@ pub enum Failure {
     NoGpu(String),
     /// A file or folder that cannot be read or written: exit 74.
     Io(String),
+    /// A file that cannot be read, already reported (as JSON, for `--json`): exit 74.
+    IoReported,
 }
 
 fn main() -> ExitCode {
@@ -58,10 +68,26 @@ fn main() -> ExitCode {
             let code = if e.use_stderr() { 64 } else { 0 };
             // A closed pipe while printing help has nothing left to tell.
             let _ = e.print();
+            if code != 0 {
+                for hint in std::env::args().skip(1).filter_map(|a| seed_flag_hint(&a)) {
+                    eprintln!("hint: {hint}");
+                }
+            }
             return ExitCode::from(code);
         }
     };
-    let result = match cli.command {
+    // clap's own --version prints a fixed string; the libraries found are only known now.
+    if cli.version {
+        println!("{}", version());
+        return ExitCode::SUCCESS;
+    }
+    let Some(command) = cli.command else {
+        let _ = Cli::command()
+            .error(ErrorKind::MissingSubcommand, "a command is required")
+            .print();
+        return ExitCode::from(64);
+    };
+    let result = match command {
         Command::Check(args) => commands::check::run(args),
         Command::Explain(args) => commands::explain::run(args),
         Command::Compile(args) => commands::compile::run(args),
@@ -89,7 +115,47 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::from(74)
         }
+        Err(Failure::IoReported) => ExitCode::from(74),
     }
+}
+
+/// The v1 spelling of a flag the seed documents use (`deepgemm --list-targets`, `deepgemm
+/// compile --hardware hw.yaml --op x.dgemm --output dir/`), for each one a refused command
+/// line holds: clap names only the first, and its did-you-mean cannot know these.
+fn seed_flag_hint(arg: &str) -> Option<&'static str> {
+    let flag = arg.split('=').next().unwrap_or(arg);
+    Some(match flag {
+        "--list-targets" => "the presets are listed by `deepgemm targets`",
+        "--hardware" | "--target" => {
+            "the hardware is named in the spec, inside the kernel: `target h200;` or \
+             `hardware \"hw.yaml\";` (`deepgemm targets --show h200 > hw.yaml` writes one)"
+        }
+        "--op" | "--spec" => {
+            "the spec is the command's argument: `deepgemm compile x.dgml -o DIR` (specs are \
+             .dgml files)"
+        }
+        "--output" => "the output folder is `-o DIR` (or `--out DIR`)",
+        _ => return None,
+    })
+}
+
+/// `deepgemm 0.1.0 (commit abc1234)`, then the NVRTC and the driver this process finds (where
+/// `compile` and `run` would look), each a version or "not found".
+fn version() -> String {
+    let nvrtc = match deepgemm_cuda::nvrtc::version() {
+        Ok((major, minor)) => format!("{major}.{minor}"),
+        Err(_) => "not found".to_string(),
+    };
+    let driver = match deepgemm_cuda::device::driver_version() {
+        // cuDriverGetVersion's 13000 is CUDA 13.0.
+        Some(v) => format!("CUDA {}.{} ({v})", v / 1000, v % 1000 / 10),
+        None => "not found".to_string(),
+    };
+    format!(
+        "deepgemm {} (commit {})\nnvrtc   {nvrtc}\ndriver  {driver}",
+        env!("CARGO_PKG_VERSION"),
+        env!("DEEPGEMM_COMMIT")
+    )
 }
 
 /// Writing into a closed pipe (`deepgemm explain x.dgml | head -1`) ends the process quietly, as

@@ -96,6 +96,17 @@ fn compile_writes_sources_binaries_analysis_and_the_dispatch_table() {
             assert!((1..=255).contains(&registers), "{v}");
         }
     }
+    if nvrtc {
+        // ptxas's count reaches the analysis, bucket by bucket.
+        let md = std::fs::read_to_string(kernel.join("analysis.md")).unwrap();
+        let analysis: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(kernel.join("analysis.json")).unwrap()).unwrap();
+        for (v, bucket) in variants.iter().zip(analysis["buckets"].as_array().unwrap()) {
+            let registers = &v["compiled"]["registers"];
+            assert_eq!(&bucket["ptxas"]["registers"], registers, "{bucket}");
+            assert!(md.contains(&format!("ptxas allocates {registers}")), "{md}");
+        }
+    }
 }
 
 #[test]
@@ -206,6 +217,20 @@ fn the_cli_reference_documents_every_command_and_flag() {
             if !doc.contains(&format!("`{flag}")) {
                 missing.push(format!("`{command} {flag}`"));
             }
+        }
+    }
+    // The options of `deepgemm` itself (`--version`): its help's Options section, as the
+    // commands' descriptions above it name their own flags.
+    let help = text(&deepgemm(&["--help"]));
+    let options = help.split("Options:").nth(1).unwrap_or_default();
+    let options = options.split("Exit codes:").next().unwrap_or_default();
+    assert!(options.contains("--version"), "{help}");
+    for flag in options
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|word| word.starts_with("--") && *word != "--help")
+    {
+        if !doc.contains(&format!("`deepgemm {flag}`")) {
+            missing.push(format!("`deepgemm {flag}`"));
         }
     }
     assert!(missing.is_empty(), "docs/cli.md lacks {missing:?}");
@@ -393,4 +418,111 @@ fn exit_codes_tell_failures_apart() {
         Some(2)
     );
     // No GPU (none visible): 69 (commands_that_need_a_gpu_fail_clearly_without_one).
+}
+
+/// A spec whose one error is at line 2, column 10.
+const UNKNOWN_TARGET: &str = "kernel k {
+  target b200;
+  input A: bf16[M, K] row; input B: bf16[K, N] col; output D: bf16[M, N] row;
+  shape { M = 1; N = 1; K = 1; }
+}";
+
+/// `check --json` prints each file's summaries, or its errors, as JSON on stdout, with the exit
+/// code of the text form.
+#[test]
+fn check_json_prints_summaries_or_errors() {
+    let o = deepgemm(&["check", "examples/decode.dgml", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let value: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kernel = &value[0]["kernels"][0];
+    assert_eq!(kernel["kernel"], "decode_qkv");
+    assert_eq!(kernel["operands"][0]["role"], "A");
+    assert_eq!(kernel["shape"][0], "M in 1..=256");
+    assert_eq!(kernel["buckets"].as_array().unwrap().len(), 5);
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.dgml");
+    std::fs::write(&bad, UNKNOWN_TARGET).unwrap();
+    let o = deepgemm(&["check", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let value: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let error = &value[0]["errors"][0];
+    assert_eq!(error["message"], "unknown target `b200`");
+    assert_eq!(
+        (error["line"].as_u64(), error["column"].as_u64()),
+        (Some(2), Some(10))
+    );
+    let o = deepgemm(&["check", "no/such.dgml", "--json"]);
+    assert_eq!(o.status.code(), Some(74), "{}", text(&o));
+    let value: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(value[0]["errors"][0]["line"].is_null(), "no fake position");
+}
+
+/// `explain --json` on a spec that does not check prints its errors as JSON, not text.
+#[test]
+fn explain_json_prints_spec_errors_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.dgml");
+    std::fs::write(&bad, UNKNOWN_TARGET).unwrap();
+    let o = deepgemm(&["explain", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let value: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(value["errors"][0]["message"], "unknown target `b200`");
+    assert_eq!(value["file"], bad.to_str().unwrap());
+}
+
+/// `--version` names the crate version, the commit built from, and NVRTC and the driver as
+/// found at run time.
+#[test]
+fn version_names_the_commit_nvrtc_and_driver() {
+    let o = deepgemm(&["--version"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.starts_with(&format!("deepgemm {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{t}"
+    );
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    if let Some(head) = head {
+        let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+        assert!(t.contains(&format!("(commit {head})")), "{t}");
+    }
+    let nvrtc = nvrtc_or_skip("version_names_the_commit_nvrtc_and_driver");
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("nvrtc"))
+        .unwrap_or_default();
+    assert_eq!(line.contains("not found"), !nvrtc, "{t}");
+    assert!(t.lines().any(|l| l.starts_with("driver")), "{t}");
+    assert_eq!(deepgemm(&[]).status.code(), Some(64), "no command is usage");
+}
+
+/// The seed documents' command lines are usage errors with the v1 spelling, one hint per flag.
+#[test]
+fn seed_document_flags_get_the_v1_spelling() {
+    let o = deepgemm(&["--list-targets"]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("hint: the presets are listed by `deepgemm targets`"));
+    let o = deepgemm(&[
+        "compile",
+        "--hardware",
+        "hw.yaml",
+        "--op",
+        "x.dgemm",
+        "--output",
+        "dir/",
+    ]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    let t = text(&o);
+    for hint in [
+        "`hardware \"hw.yaml\";`",
+        "`deepgemm compile x.dgml -o DIR`",
+        "the output folder is `-o DIR`",
+    ] {
+        assert!(t.contains(hint), "{t}");
+    }
 }

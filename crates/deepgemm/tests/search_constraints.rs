@@ -7,7 +7,7 @@ use deepgemm::model::ObservableValue;
 use deepgemm::plan::Backend;
 use deepgemm::search::{search, tie_break, SearchError, TieBreak};
 use deepgemm::spec::{
-    CExpr, Constraint, ConstraintOp, DimDomain, Observable, TileValues, TileVar, TilingDomain,
+    CExpr, Constraint, ConstraintOp, DimDomain, Observable, Role, TileValues, TileVar, TilingDomain,
 };
 use proptest::prelude::*;
 use search_support::*;
@@ -116,6 +116,31 @@ fn infeasible_spec_names_the_least_relaxation() {
         )),
         "{message}"
     );
+}
+
+/// A tensor-core metric is never answered with a CUDA-core plan: the closest plan cited runs on
+/// tensor cores, and where none can run the inputs, the message says that instead.
+#[test]
+fn a_tensor_core_metric_cites_a_tensor_core_plan() {
+    let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
+    spec.constraints = vec![constraint(Observable::TensorUtil, ConstraintOp::Ge, 0.99)];
+    let Err(SearchError::Infeasible { relaxations, .. }) = search(&spec) else {
+        panic!("tensor_util >= 0.99 is out of reach")
+    };
+    assert!(!relaxations[0].plan.starts_with("simt"), "{relaxations:?}");
+    let mut spec = fixed(DType::E4m3, 4096, 4096, 4096);
+    // A bf16 D, which the CUDA-core fallback stores: fp8 runs only there today.
+    for op in spec.operands.iter_mut().filter(|o| o.role == Role::D) {
+        op.dtype = DType::Bf16;
+    }
+    spec.constraints = vec![constraint(Observable::TensorUtil, ConstraintOp::Ge, 0.9)];
+    let err = search(&spec).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("no tensor-core plan runs these e4m3 inputs"),
+        "{message}"
+    );
+    assert!(!message.contains("(simt"), "{message}");
 }
 
 #[test]

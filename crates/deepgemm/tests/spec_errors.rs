@@ -327,11 +327,11 @@ mod spec_errors {
             hint: Some("`~` (soft)"),
         },
         Case {
-            name: "non-f32 param",
+            name: "non-f32 param (the hint keeps its default)",
             replace: &[(6, "  param alpha: bf16 = 1;")],
             at: (6, 16),
             message: "param `alpha` is bf16; params are f32",
-            hint: Some("`param alpha: f32;`"),
+            hint: Some("`param alpha: f32 = 1;`"),
         },
         Case {
             name: "layout on a vector",
@@ -445,7 +445,93 @@ mod spec_errors {
             message: "unexpected `column` after the operand's dims",
             hint: Some("did you mean \"col\"?"),
         },
+        Case {
+            name: "a layout spelled out",
+            replace: &[(3, "  input A: bf16[M, K] rowmajor;")],
+            at: (3, 23),
+            message: "unexpected `rowmajor` after the operand's dims",
+            hint: Some("did you mean \"row\"?"),
+        },
+        Case {
+            name: "an observable abbreviated",
+            replace: &[(6, "  constraints { regs <= 128; }")],
+            at: (6, 17),
+            message: "unknown name `regs` in a constraint",
+            hint: Some("did you mean \"registers\"?"),
+        },
+        Case {
+            name: "a size in KB",
+            replace: &[(6, "  constraints { smem <= 100 KB; }")],
+            at: (6, 29),
+            message: "unknown size unit `KB`",
+            hint: Some("write `100 KiB`"),
+        },
+        // The seed documents' dialect: each form gets the v1 spelling in its hint.
+        Case {
+            name: "a seed-document setting `use_hmma: true`",
+            replace: &[(6, "  constraints { use_hmma: true; }")],
+            at: (6, 25),
+            message: "`:` is not a constraint operator",
+            hint: Some("write `use_tensor_cores == 1`"),
+        },
+        Case {
+            name: "a seed-document setting `sm_mem_limit: 96`",
+            replace: &[(6, "  constraints { sm_mem_limit: 96; }")],
+            at: (6, 29),
+            message: "`:` is not a constraint operator",
+            hint: Some("write `smem <= 96 KiB`"),
+        },
+        Case {
+            name: "a seed-document setting `l2_hit_rate_min: 0.85`",
+            replace: &[(6, "  constraints { l2_hit_rate_min: 0.85; }")],
+            at: (6, 32),
+            message: "`:` is not a constraint operator",
+            hint: Some("write `l2_hit_rate >= 0.85`"),
+        },
+        Case {
+            name: "a seed-document observable",
+            replace: &[(6, "  constraints { register_usage <= 256; }")],
+            at: (6, 17),
+            message: "unknown name `register_usage` in a constraint",
+            hint: Some("the observable is `registers`"),
+        },
+        Case {
+            name: "a seed-document tensor type",
+            replace: &[(3, "  input A: tensor<bf16>[M, K];")],
+            at: (3, 12),
+            message: "`tensor<bf16>` is not a dtype",
+            hint: Some("write `bf16[M, K] row`"),
+        },
+        Case {
+            name: "a seed-document `op` block",
+            replace: &[(1, "op k {")],
+            at: (1, 1),
+            message: "`op` is not a `.dgml` item",
+            hint: Some("a kernel is declared `kernel NAME { ... }`"),
+        },
     ];
+
+    /// What of the seed documents' dialect fits the language is accepted: `∧` in a tiling
+    /// domain is its `where`, and `alu_utilization` is `tensor_util`.
+    #[test]
+    fn the_seed_documents_dialect_that_fits_is_accepted() {
+        let parse = |replace: &[(usize, &str)]| {
+            spec::parse_str(&base_with(replace), "case.dgml", Path::new("."))
+                .unwrap_or_else(|d| panic!("{d}"))
+        };
+        let seed = parse(&[(6, "  tiling { TILE_M ∈ [16, 256] ∧ TILE_M % 16 == 0; }")]);
+        let v1 = parse(&[(
+            6,
+            "  tiling { TILE_M in [16, 256] where TILE_M % 16 == 0; }",
+        )]);
+        assert_eq!(seed, v1);
+        let seed = parse(&[(6, "  constraints { alu_utilization >= 0.85; }")]);
+        let v1 = parse(&[(6, "  constraints { tensor_util >= 0.85; }")]);
+        assert_eq!(
+            seed.kernels[0].constraints[0].lhs,
+            v1.kernels[0].constraints[0].lhs
+        );
+    }
 
     #[test]
     fn each_malformed_input_reports_one_precise_error() {
@@ -542,7 +628,10 @@ mod spec_errors {
         let outside = diagnostics(&format!("target h200;\n{}", BASE.join("\n")));
         assert_eq!(
             outside[0].hint.as_deref(),
-            Some("`target` belongs inside a `kernel NAME { ... }` block")
+            Some(
+                "`target` belongs inside a `kernel NAME { ... }` block; each kernel names its \
+                 own (`kernel NAME { target h200; ... }`)"
+            )
         );
     }
 
@@ -578,6 +667,18 @@ mod spec_errors {
         assert_eq!(
             diags[100].message,
             "too many errors; the rest of the file is not checked"
+        );
+        // The total counts the errors shown, not the note, and says more may follow.
+        let rendered = spec::parse_str(&src, "case.dgml", Path::new("."))
+            .unwrap_err()
+            .render();
+        assert!(
+            rendered.ends_with(
+                "error: could not check the spec: 100 errors shown, and checking stopped there \
+                 (the rest of the file may hold more)\n"
+            ),
+            "{}",
+            &rendered[rendered.len() - 200..]
         );
     }
 
@@ -640,7 +741,22 @@ mod spec_errors {
                 "{}",
                 diags[0].message
             );
+            // One line naming the YAML file itself, never the parser's `<input>` snippet.
+            let message = &diags[0].message;
+            assert!(
+                !message.contains('\n') && !message.contains("<input>"),
+                "{message}"
+            );
         }
+        let line = "  hardware \"hw/broken.yaml\";";
+        let diags = spec::parse_str(&base_with(&[(2, line)]), "k.dgml", &dir).unwrap_err();
+        assert!(
+            diags.items[0]
+                .message
+                .ends_with("hw/broken.yaml:1:7: expected string scalar"),
+            "{}",
+            diags.items[0].message
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

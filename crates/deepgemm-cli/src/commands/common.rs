@@ -9,10 +9,31 @@ use deepgemm_cuda::device::Gpu;
 use deepgemm_cuda::CudaError;
 use std::path::Path;
 
-/// Parses `path`; on errors prints every diagnostic and fails as bad input.
-fn load_kernels(path: &Path) -> Result<Vec<KernelSpec>, Failure> {
+/// How a command reports a spec's errors: rendered for a person on stderr, or as JSON on stdout
+/// for a program (`--json`), so a caller of `--json` always gets JSON to parse.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Errors {
+    Text,
+    Json,
+}
+
+/// Parses `path`; on errors prints every diagnostic (as `errors` says) and fails as bad input,
+/// or as I/O when the file cannot be read.
+fn load_kernels(path: &Path, errors: Errors) -> Result<Vec<KernelSpec>, Failure> {
     match spec::parse_file(path) {
         Ok(file) => Ok(file.kernels),
+        Err(diagnostics) if errors == Errors::Json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&spec_errors_json(path, &diagnostics))
+                    .expect("JSON values serialize")
+            );
+            Err(if diagnostics.is_unreadable() {
+                Failure::IoReported
+            } else {
+                Failure::BadInput
+            })
+        }
         Err(diagnostics) if diagnostics.is_unreadable() => {
             let messages: Vec<&str> = diagnostics
                 .items
@@ -28,9 +49,38 @@ fn load_kernels(path: &Path) -> Result<Vec<KernelSpec>, Failure> {
     }
 }
 
+/// `{"schema_version", "file", "errors": [...]}`: the diagnostics of a spec that did not check
+/// (docs/analysis-json.md).
+pub fn spec_errors_json(path: &Path, diagnostics: &spec::Diagnostics) -> serde_json::Value {
+    let errors: Vec<serde_json::Value> = diagnostics.items.iter().map(diagnostic_json).collect();
+    serde_json::json!({
+        "schema_version": deepgemm::report::SCHEMA_VERSION,
+        "file": path.display().to_string(),
+        "errors": errors,
+    })
+}
+
+/// One diagnostic; `line` and `column` are null for a file that could not be read, which has no
+/// position to point at.
+fn diagnostic_json(d: &spec::Diagnostic) -> serde_json::Value {
+    let located = d.span.is_some();
+    serde_json::json!({
+        "message": d.message,
+        "line": located.then_some(d.line),
+        "column": located.then_some(d.col),
+        "expected": d.expected,
+        "hint": d.hint,
+        "source_line": located.then_some(&d.source_line),
+    })
+}
+
 /// The kernels of the file at `path`: the one named by `--kernel`, or all of them.
-pub fn kernels_of(path: &Path, name: Option<&str>) -> Result<Vec<KernelSpec>, Failure> {
-    select_kernels(load_kernels(path)?, name, path)
+pub fn kernels_of(
+    path: &Path,
+    name: Option<&str>,
+    errors: Errors,
+) -> Result<Vec<KernelSpec>, Failure> {
+    select_kernels(load_kernels(path, errors)?, name, path)
 }
 
 fn select_kernels(
@@ -55,7 +105,7 @@ fn select_kernels(
 
 /// Exactly one kernel: the one named, or the file's only one.
 pub fn one_kernel(path: &Path, name: Option<&str>) -> Result<KernelSpec, Failure> {
-    let mut kernels = kernels_of(path, name)?;
+    let mut kernels = kernels_of(path, name, Errors::Text)?;
     if kernels.len() > 1 {
         let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
         return Err(Failure::Invalid(format!(

@@ -57,7 +57,7 @@ struct VariantEntry {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref())?;
+    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref(), common::Errors::Text)?;
     let nvrtc_missing = nvrtc::version().err();
     if let Some(e) = &nvrtc_missing {
         eprintln!("warning: {e}\nwriting sources and analysis only (no .ptx/.cubin)");
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             .out
             .join(format!(".{}.partial-{}", spec.name, std::process::id()));
         remove_dir(&dir)?;
-        let analysis = Analysis::new(spec, &result, args.top);
+        let mut analysis = Analysis::new(spec, &result, args.top);
         // What analysis.md says first, on the terminal too: a slow path is never silent.
         for note in &analysis.notes {
             eprintln!("note: {}: {note}", spec.name);
@@ -81,17 +81,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
             eprintln!("note: {}: {}", spec.name, cost.message);
         }
         let built = (|| -> Result<usize, Failure> {
-            write(
-                &dir.join("analysis.md"),
-                render_markdown(&analysis).as_bytes(),
-            )?;
-            let json = serde_json::to_string_pretty(&analysis).expect("analysis serializes");
-            write(&dir.join("analysis.json"), json.as_bytes())?;
-
             let variants = result.variants();
             let progress = Progress::new(variants.len());
             let mut entries = Vec::with_capacity(variants.len());
-            for (variant, bucket) in variants.iter().zip(&result.buckets) {
+            for (i, (variant, bucket)) in variants.iter().zip(&result.buckets).enumerate() {
                 progress.start(&format!(
                     "{} {}: {}",
                     spec.name,
@@ -118,6 +111,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 };
                 let predicted = bucket.winner().prediction.registers.total;
                 if let Some(r) = &compiled {
+                    // The analysis is written after the variants, so that it reports the
+                    // occupancy of the registers ptxas allocated, not only the model's estimate.
+                    analysis.record_ptxas(i, r.registers, &spec.hardware);
                     if r.spills() {
                         progress.note(&format!(
                             "warning: {} {} spills ({} registers, {} B spill stores)",
@@ -131,6 +127,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
             progress.finish();
             let table = serde_json::to_string_pretty(&entries).expect("variants serialize");
             write(&dir.join("variants.json"), table.as_bytes())?;
+            write(
+                &dir.join("analysis.md"),
+                render_markdown(&analysis).as_bytes(),
+            )?;
+            let json = serde_json::to_string_pretty(&analysis).expect("analysis serializes");
+            write(&dir.join("analysis.json"), json.as_bytes())?;
             Ok(entries.len())
         })();
         let variants = match built {

@@ -21,7 +21,8 @@ pub struct Args {
     /// Candidates to list per shape bucket.
     #[arg(long, default_value_t = 5)]
     top: usize,
-    /// Print the analysis as JSON (one object per kernel, in a list) instead of Markdown.
+    /// Print the analysis as JSON (one object per kernel, in a list) instead of Markdown; a spec
+    /// with errors prints them as JSON too.
     #[arg(long)]
     json: bool,
     /// Only this kernel of the file.
@@ -30,7 +31,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref())?;
+    let errors = if args.json {
+        common::Errors::Json
+    } else {
+        common::Errors::Text
+    };
+    let kernels = common::kernels_of(&args.spec, args.kernel.as_deref(), errors)?;
     let mut infeasible = false;
     let mut json = Vec::new();
     for spec in &kernels {

@@ -35,8 +35,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
         };
     }
     println!(
-        "{:<8} {:<8} {:>4} {:>9} {:>10} {:>12}  aliases",
-        "name", "arch", "SMs", "smem/blk", "DRAM GB/s", "bf16 TFLOP/s"
+        "{:<8} {:<8} {:>4} {:>9} {:>10} {:>12}  {:<9}  aliases",
+        "name", "arch", "SMs", "smem/blk", "DRAM GB/s", "bf16 TFLOP/s", "figures"
     );
     for p in &PRESETS {
         let hw = preset(p.name).expect("built-in presets load (tested)");
@@ -50,13 +50,15 @@ pub fn run(args: Args) -> Result<(), Failure> {
             * hw.clock_mhz as f64
             * 1e-6;
         println!(
-            "{:<8} {:<8} {:>4} {:>8}K {:>10} {:>12.0}  {}",
+            "{:<8} {:<8} {:>4} {:>8}K {:>10} {:>12.0}  {:<9}  {}",
             hw.name,
             hw.arch,
             hw.sms,
             hw.smem_per_block_bytes / 1024,
             hw.dram_bw_gbps,
             bf16,
+            // `measured` or `datasheet`, as the preset's YAML says.
+            hw.provenance.name(),
             p.aliases.join(", ")
         );
     }

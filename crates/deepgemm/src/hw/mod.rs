@@ -44,6 +44,45 @@ pub struct Hardware {
     /// Efficiency constants fitted from measurements (`deepgemm tune` / bench).
     #[serde(default)]
     pub calibration: Calibration,
+    /// Where the figures come from, which says how far to trust the predictions. A fact of each
+    /// file, so it lives in the YAML beside the figures rather than in code.
+    #[serde(default)]
+    pub provenance: Provenance,
+}
+
+/// How a hardware description was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Datasheet figures with the calibration fitted to timings on this GPU.
+    Measured,
+    /// Vendor datasheet figures; the calibration is the untuned defaults.
+    Datasheet,
+    /// A hardware file that does not say.
+    #[default]
+    Unstated,
+}
+
+impl Provenance {
+    /// The YAML spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provenance::Measured => "measured",
+            Provenance::Datasheet => "datasheet",
+            Provenance::Unstated => "unstated",
+        }
+    }
+
+    /// In words, for reports: what a prediction on this hardware rests on.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Provenance::Measured => "calibrated from measurements on this GPU",
+            Provenance::Datasheet => {
+                "datasheet figures, not calibrated by measurement: predictions are less certain"
+            }
+            Provenance::Unstated => "the hardware file does not say whether it is calibrated",
+        }
+    }
 }
 
 /// Dense math rate of one instruction family for one input dtype.
@@ -213,8 +252,28 @@ impl Hardware {
 
     /// Parse and validate a hardware YAML document.
     pub fn from_yaml(text: &str) -> Result<Hardware, HwError> {
-        let hw: Hardware =
-            serde_saphyr::from_str(text).map_err(|e| HwError::Parse(e.to_string()))?;
+        Hardware::parse(text, None)
+    }
+
+    /// [`Hardware::from_yaml`], a syntax error placed as `file:line:column` when the document is
+    /// a file. The message is one line: the parser's own snippet names no file (`<input>`) and
+    /// repeats the message, and the spec's diagnostic already shows where the file is named.
+    fn parse(text: &str, file: Option<&str>) -> Result<Hardware, HwError> {
+        let hw: Hardware = serde_saphyr::from_str(text).map_err(|e| {
+            let plain = e.without_snippet().to_string();
+            let Some(at) = e.location() else {
+                return HwError::Parse(plain);
+            };
+            // The position is given once, in front, so the parser's own is cut off.
+            let (line, column) = (at.line(), at.column());
+            let message = plain
+                .strip_suffix(&format!(" at line {line}, column {column}"))
+                .unwrap_or(&plain);
+            HwError::Parse(match file {
+                Some(file) => format!("{file}:{line}:{column}: {message}"),
+                None => format!("line {line} column {column}: {message}"),
+            })
+        })?;
         hw.validate()?;
         Ok(hw)
     }
@@ -229,6 +288,6 @@ impl Hardware {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        Hardware::from_yaml(&text)
+        Hardware::parse(&text, Some(&path.display().to_string()))
     }
 }

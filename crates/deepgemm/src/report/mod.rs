@@ -16,10 +16,12 @@
 //!     "max_regs_per_thread",
 //!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency",
 //!                 "products" } ],          // products: 3 for 3xTF32 (peak_tflops is useful FLOPs)
-//!     "calibration": { ...the hardware file's calibration block... }
+//!     "calibration": { ...the hardware file's calibration block... },
+//!     "provenance": "measured" | "datasheet" | "unstated"  // the hardware file's field
 //!   },
 //!   "generated_backends": ["sm80", "simt"],
-//!   "note": "sm90 plans are predicted but not generated yet",
+//!   "note": "The winner is the best plan of sm90 or sm80 or simt, ...", // the backends that
+//!                                     // run here; any that are modelled but not generated
 //!   "notes": ["f32 inputs are computed to f32 accuracy: ...", "slow path: ..."],
 //!   "constraints": ["registers <= 255", ...],
 //!   "buckets": [ {
@@ -38,14 +40,17 @@
 //!                             "message" } ],   // hard constraints that slow the winner
 //!     "candidates": [ { "rank", "label", "predicted_us", "tflops", "bottleneck", "smem_bytes",
 //!                       "registers", "occupancy", "waves", "note" } ],
-//!     "model_only": [ ...same rows, backends without a generator... ]
+//!     "model_only": [ ...same rows, backends without a generator... ],
+//!     "ptxas": { "registers", "model_registers", "blocks_per_sm", "limit", "waves" } // compile
+//!                                     // with NVRTC only: occupancy at ptxas's count; else null
 //!   } ]
 //! }
 //! ```
 
 use crate::codegen::space::GENERATED_BACKENDS;
-use crate::hw::{Calibration, Hardware};
-use crate::model::{schedule, Bottleneck, Prediction};
+use crate::hw::{Calibration, Hardware, Provenance};
+use crate::model::schedule::{self, OccupancyLimit};
+use crate::model::{Bottleneck, Prediction};
 use crate::plan::{Backend, Plan, Shape, ShapeBucket};
 use crate::search::{
     bucket_text, latency_slack, tie_break, Candidate, PruneCount, SearchResult, TieBreak,
@@ -87,6 +92,9 @@ pub struct HardwareAssumptions {
     /// The math rate of every backend that can run the spec's inputs.
     pub math: Vec<MathAssumption>,
     pub calibration: Calibration,
+    /// Whether the figures were calibrated from measurements or are datasheet figures.
+    #[serde(default)]
+    pub provenance: Provenance,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,6 +122,25 @@ pub struct BucketAnalysis {
     pub model_only: Vec<CandidateRow>,
     pub best_by_backend: Vec<crate::search::BackendBest>,
     pub constraint_costs: Vec<crate::search::ConstraintCost>,
+    /// ptxas's figures for the winner's compiled variant: written by `compile` with NVRTC,
+    /// absent from `explain` (nothing is compiled).
+    #[serde(default)]
+    pub ptxas: Option<PtxasFigures>,
+}
+
+/// What ptxas allocated for a bucket's variant, and the occupancy that count gives: where it
+/// differs from the model's register estimate, the kernel runs at these figures, not the
+/// model's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PtxasFigures {
+    pub registers: u32,
+    /// The model's estimate, for comparison.
+    pub model_registers: u32,
+    /// Resident blocks per SM at ptxas's count.
+    pub blocks_per_sm: u32,
+    pub limit: OccupancyLimit,
+    /// Waves at that occupancy.
+    pub waves: f64,
 }
 
 /// The chosen plan with the full four-layer prediction and why it won.
@@ -170,21 +197,13 @@ impl Analysis {
                 }
             })
             .collect();
-        let model_only: Vec<&str> = Backend::ALL
-            .into_iter()
-            .filter(|b| !GENERATED_BACKENDS.contains(b))
-            .map(|b| b.name())
-            .collect();
+
         Analysis {
             schema_version: SCHEMA_VERSION,
             kernel: result.kernel.clone(),
             hardware: assumptions(hw, math),
             generated_backends: GENERATED_BACKENDS.to_vec(),
-            note: format!(
-                "{} plans are enumerated and predicted but not generated yet; the winner is the best plan of {}",
-                model_only.join(", "),
-                GENERATED_BACKENDS.map(|b| b.name()).join(" or ")
-            ),
+            note: backends_note(spec),
             notes: crate::search::paths::notes(spec),
             constraints: spec.constraints.iter().map(|c| c.text.clone()).collect(),
             buckets: result
@@ -209,10 +228,60 @@ impl Analysis {
                         model_only: rows(&b.model_only, top.min(3), winner),
                         best_by_backend: b.best_by_backend.clone(),
                         constraint_costs: b.constraint_costs.clone(),
+                        ptxas: None,
                     }
                 })
                 .collect(),
         }
+    }
+}
+
+/// Which backends the winner was chosen from. Only backends that run on this target for these
+/// inputs are named: an A100's report has nothing to say about sm90, generated or not.
+fn backends_note(spec: &KernelSpec) -> String {
+    let runs: Vec<Backend> = Backend::ALL
+        .into_iter()
+        .filter(|&b| crate::search::space::backend_runs(spec, b))
+        .collect();
+    let names = |generated: bool| {
+        let of_kind = runs
+            .iter()
+            .filter(|b| GENERATED_BACKENDS.contains(b) == generated);
+        of_kind.map(|b| b.name()).collect::<Vec<_>>().join(" or ")
+    };
+    let (generated, model_only) = (names(true), names(false));
+    if model_only.is_empty() {
+        format!(
+            "The winner is the best plan of {generated}, every backend that runs these inputs on \
+             {} being generated",
+            spec.hardware.arch
+        )
+    } else {
+        format!(
+            "{model_only} plans are enumerated and predicted but not generated yet; the winner \
+             is the best plan of {generated}"
+        )
+    }
+}
+
+impl Analysis {
+    /// Records ptxas's register count for bucket `bucket`'s variant and the occupancy and waves
+    /// it gives on `hw` (the model's occupancy rule, at the compiled count).
+    pub fn record_ptxas(&mut self, bucket: usize, registers: u32, hw: &Hardware) {
+        let Some(b) = self.buckets.get_mut(bucket) else {
+            return;
+        };
+        let w = &b.winner;
+        let occupancy = schedule::occupancy(&w.plan, w.plan.smem_bytes(), registers, hw);
+        let blocks = w.prediction.schedule.geometry.blocks;
+        let waves = schedule::waves(blocks, hw.sms, occupancy.blocks_per_sm).waves;
+        b.ptxas = Some(PtxasFigures {
+            registers,
+            model_registers: w.prediction.registers.total,
+            blocks_per_sm: occupancy.blocks_per_sm,
+            limit: occupancy.limit,
+            waves,
+        });
     }
 }
 
@@ -230,6 +299,7 @@ fn assumptions(hw: &Hardware, math: Vec<MathAssumption>) -> HardwareAssumptions 
         max_regs_per_thread: hw.max_regs_per_thread,
         math,
         calibration: hw.calibration.clone(),
+        provenance: hw.provenance,
     }
 }
 
@@ -426,6 +496,7 @@ pub fn render_markdown(a: &Analysis) -> String {
         h.max_regs_per_thread,
         h.calibration.launch_overhead_us
     );
+    let _ = writeln!(out, "Figures: {} ({}).\n", h.provenance.describe(), h.name);
     let _ = writeln!(
         out,
         "| backend | math dtype | instruction | peak TFLOP/s | efficiency |"
@@ -491,25 +562,27 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
     );
     let _ = writeln!(
         out,
-        "| registers | {} per thread = {} accumulators + {} fragments + {} addresses + {} epilogue; cap {}{} |",
+        "| registers | {} per thread = {} accumulators + {} fragments + {} addresses + {} epilogue; cap {}{}{} |",
         r.total,
         r.accumulators,
         r.fragments,
         r.addresses,
         r.epilogue,
         r.cap,
-        if r.spills { " (spills)" } else { "" }
+        if r.spills { " (spills)" } else { "" },
+        match &b.ptxas {
+            Some(c) => format!("; ptxas allocates {}", c.registers),
+            None => String::new(),
+        }
     );
     let _ = writeln!(
         out,
-        "| scheduling | {} at {:.0} TFLOP/s peak x {:.2}; compute {:.1} us; {} blocks/SM ({:?}); {:.2} waves; load latency {:.0} cycles needs {} stages (plan: {}) |",
+        "| scheduling | {} at {:.0} TFLOP/s peak x {:.2}; compute {:.1} us; {}; load latency {:.0} cycles needs {} stages (plan: {}) |",
         s.math.describe(),
         s.peak_tflops,
         s.math.efficiency,
         s.compute_us,
-        s.occupancy.blocks_per_sm,
-        s.occupancy.limit,
-        s.waves.waves,
+        occupancy_text(b),
         s.load_latency_cycles,
         s.stages_needed,
         w.plan.stages
@@ -547,6 +620,8 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
         b.enumerated,
         b.enumerated_by_backend
             .iter()
+            // A backend with no plan space here (sm90 on an A100) is not worth a "0".
+            .filter(|(_, n)| *n > 0)
             .map(|(be, n)| format!("{be} {n}"))
             .collect::<Vec<_>>()
             .join(", "),
@@ -568,6 +643,23 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
     render_rows(out, "Candidates", &b.candidates);
     if !b.model_only.is_empty() {
         render_rows(out, "Not generated yet (model only)", &b.model_only);
+    }
+}
+
+/// Blocks per SM and waves: at ptxas's register count when the variant was compiled and that
+/// count changes them (the model's figures are then only the estimate), else the model's.
+fn occupancy_text(b: &BucketAnalysis) -> String {
+    let s = &b.winner.prediction.schedule;
+    let model = format!(
+        "{} blocks/SM ({:?}); {:.2} waves",
+        s.occupancy.blocks_per_sm, s.occupancy.limit, s.waves.waves
+    );
+    match &b.ptxas {
+        Some(c) if c.blocks_per_sm != s.occupancy.blocks_per_sm => format!(
+            "{} blocks/SM ({:?}); {:.2} waves at ptxas's {} registers (the model's {} gives {model})",
+            c.blocks_per_sm, c.limit, c.waves, c.registers, c.model_registers
+        ),
+        _ => model,
     }
 }
 
@@ -679,7 +771,11 @@ mod tests {
             .find(|p| p.rule == "smem <= 64 KiB")
             .unwrap();
         assert!(smem.removed > 0);
-        assert!(analysis.note.contains("sm90"));
+        assert!(
+            analysis.note.contains("sm90 or sm80 or simt"),
+            "{}",
+            analysis.note
+        );
 
         let md = render_markdown(&analysis);
         for needle in [
@@ -688,9 +784,79 @@ mod tests {
             "| sm80 | bf16 | mma.sync.m16n8k16 |",
             "## M = 4096, N = 4096, K = 4096",
             "`smem <= 64 KiB`",
+            "Figures: calibrated from measurements on this GPU (h200).",
             &format!("**{}**", big.winner.label),
         ] {
             assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+        }
+    }
+
+    /// ptxas's register count reaches the report, and where it changes the occupancy the
+    /// scheduling figures are those of the compiled kernel.
+    #[test]
+    fn ptxas_registers_reach_the_report_and_its_occupancy() {
+        let mut spec = spec();
+        spec.hardware = preset("a100").unwrap();
+        // Small tiles, so that registers rather than shared memory bound the occupancy.
+        spec.constraints[0].rhs = CExpr::Number(16384.0);
+        spec.constraints[0].text = "smem <= 16 KiB".to_string();
+        let mut analysis = Analysis::new(&spec, &search(&spec).unwrap(), 3);
+        let small = &analysis.buckets[0].winner;
+        let (model_regs, model_blocks) = (
+            small.prediction.registers.total,
+            small.prediction.schedule.occupancy.blocks_per_sm,
+        );
+        analysis.record_ptxas(0, 255, &spec.hardware);
+        analysis.record_ptxas(
+            1,
+            analysis.buckets[1].winner.prediction.registers.total,
+            &spec.hardware,
+        );
+        let md = render_markdown(&analysis);
+        let ptxas = analysis.buckets[0].ptxas.clone().unwrap();
+        assert_eq!((ptxas.registers, ptxas.model_registers), (255, model_regs));
+        assert!(
+            ptxas.blocks_per_sm < model_blocks,
+            "{ptxas:?} vs {model_blocks}"
+        );
+        assert_eq!(ptxas.limit, OccupancyLimit::Registers);
+        assert!(md.contains("ptxas allocates 255"), "{md}");
+        assert!(
+            md.contains(&format!(
+                "{} blocks/SM (Registers); {:.2} waves at ptxas's 255 registers (the model's \
+                 {model_regs} gives {model_blocks} blocks/SM",
+                ptxas.blocks_per_sm, ptxas.waves
+            )),
+            "{md}"
+        );
+        // The same count as the model's: the model's figures stand, said once.
+        assert_eq!(md.matches("at ptxas's").count(), 1, "{md}");
+        let json = serde_json::to_value(&analysis).unwrap();
+        assert_eq!(json["buckets"][0]["ptxas"]["registers"], 255);
+    }
+
+    /// A target without sm90 (an A100) gets no note about sm90, generated or not; every backend
+    /// being generated, none is called "not generated".
+    #[test]
+    fn the_backends_note_names_only_backends_of_the_target() {
+        for (target, named) in [("a100", "sm80 or simt"), ("h200", "sm90 or sm80 or simt")] {
+            let mut spec = spec();
+            spec.hardware = preset(target).unwrap();
+            let analysis = Analysis::new(&spec, &search(&spec).unwrap(), 3);
+            let md = render_markdown(&analysis);
+            assert!(analysis.note.contains(named), "{target}: {}", analysis.note);
+            // Only the H200 preset is calibrated from measurements (its YAML says so).
+            let figures = if target == "h200" {
+                "calibrated from"
+            } else {
+                "datasheet figures"
+            };
+            assert!(
+                md.contains(&format!("Figures: {figures}")),
+                "{target}: {md}"
+            );
+            assert!(!md.contains("not generated"), "{target}: {md}");
+            assert_eq!(md.contains("sm90"), target == "h200", "{target}: {md}");
         }
     }
 

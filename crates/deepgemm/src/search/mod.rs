@@ -325,6 +325,7 @@ fn search_bucket(
     let mut feasible: Vec<Candidate> = Vec::new();
     let mut model_only: Vec<Candidate> = Vec::new();
     let mut near_misses: Vec<Option<NearMiss>> = hard.iter().map(|_| None).collect();
+    let tensor_core_metric: Vec<bool> = hard.iter().map(|c| reads_tensor_cores(c)).collect();
     // Per hard constraint: the fastest generated plan that breaks only it.
     let mut best_without: Vec<Option<(f64, String)>> = hard.iter().map(|_| None).collect();
     let mut violations: Vec<usize> = Vec::with_capacity(hard.len());
@@ -367,7 +368,10 @@ fn search_bucket(
             }
             if generated && structural_ok && violations.len() == 1 {
                 let i = violations[0];
-                if let Some(s) = standings[i] {
+                // A CUDA-core plan's "tensor_util" is its FFMA utilization: citing it as the
+                // closest to a tensor-core target would point the user at the wrong kind.
+                let right_kind = !tensor_core_metric[i] || plan.backend.uses_tensor_cores();
+                if let (Some(s), true) = (standings[i], right_kind) {
                     record_near_miss(&mut near_misses[i], hard[i].op, s, plan);
                 }
                 let time = prediction.time_us;
@@ -399,7 +403,7 @@ fn search_bucket(
     }
 
     if feasible.is_empty() {
-        return Err(infeasible(bucket, &pruned, &hard, near_misses));
+        return Err(infeasible(bucket, &pruned, &hard, near_misses, spec));
     }
     let feasible_count = feasible.len();
     rank(&mut feasible);
@@ -536,8 +540,27 @@ fn infeasible(
     pruned: &[PruneCount],
     hard: &[&crate::spec::Constraint],
     near_misses: Vec<Option<NearMiss>>,
+    spec: &KernelSpec,
 ) -> SearchError {
     let where_ = bucket_text(&bucket);
+    // A tensor-core constraint that no tensor-core plan can approach: say that, rather than
+    // nothing (its CUDA-core near misses are not recorded).
+    let tensor_core_plans = paths::backend_statuses(spec)
+        .iter()
+        .any(|b| b.generated && b.refusal.is_none() && b.backend.uses_tensor_cores());
+    let no_tensor_core_plan: Vec<String> = hard
+        .iter()
+        .zip(&near_misses)
+        .filter(|(c, miss)| miss.is_none() && reads_tensor_cores(c) && !tensor_core_plans)
+        .map(|(c, _)| {
+            format!(
+                "`{}` is about tensor cores, and no tensor-core plan runs these {} inputs on {}",
+                c.text,
+                spec.a().dtype,
+                spec.hardware.name
+            )
+        })
+        .collect();
     let relaxations: Vec<Relaxation> = hard
         .iter()
         .zip(near_misses)
@@ -572,7 +595,12 @@ fn infeasible(
         .map(|p| format!("`{}` removed {} of them", p.rule, p.violated))
         .collect::<Vec<_>>()
         .join(", ");
-    let message = if relaxations.is_empty() {
+    let message = if !no_tensor_core_plan.is_empty() {
+        format!(
+            "no plan meets every constraint for {where_}: {}",
+            no_tensor_core_plan.join("; ")
+        )
+    } else if relaxations.is_empty() {
         format!(
             "no plan of a generated backend ({}) meets every rule for {where_}; no single constraint's relaxation admits one ({counts})",
             GENERATED_BACKENDS.map(|b| b.name()).join(", ")
@@ -589,6 +617,23 @@ fn infeasible(
         relaxations,
         message,
     }
+}
+
+/// Whether a constraint reads an observable only tensor-core plans have in the sense the user
+/// means (`tensor_util`, `use_tensor_cores`).
+fn reads_tensor_cores(c: &crate::spec::Constraint) -> bool {
+    use crate::spec::{CExpr, Observable};
+    fn reads(e: &CExpr) -> bool {
+        match e {
+            CExpr::Observable(o) => {
+                matches!(o, Observable::TensorUtil | Observable::UseTensorCores)
+            }
+            CExpr::Neg(x) | CExpr::Not(x) => reads(x),
+            CExpr::Bin(_, l, r) => reads(l) || reads(r),
+            CExpr::Number(_) | CExpr::TileVar(_) | CExpr::Backend(_) => false,
+        }
+    }
+    reads(&c.lhs) || reads(&c.rhs)
 }
 
 /// Whether the constant is on the left, as in `96 >= registers`.

@@ -94,7 +94,7 @@ pub fn notes(spec: &KernelSpec) -> Vec<String> {
     if generated_takers == [Backend::Simt] {
         let why: Vec<String> = statuses
             .iter()
-            .filter(|s| s.backend != Backend::Simt)
+            .filter(|s| s.backend != Backend::Simt && space::target_has(&spec.hardware, s.backend))
             .map(|s| match (&s.refusal, s.generated) {
                 (Some(reason), _) => format!("{} cannot: {reason}", s.backend),
                 (None, false) => format!(
@@ -105,11 +105,14 @@ pub fn notes(spec: &KernelSpec) -> Vec<String> {
                 (None, true) => format!("{} has plans", s.backend),
             })
             .collect();
-        notes.push(format!(
-            "slow path: every plan runs on the CUDA-core fallback (simt, FFMA), not on tensor \
-             cores; {}",
-            why.join("; ")
-        ));
+        let mut note = "slow path: every plan runs on the CUDA-core fallback (simt, FFMA), not \
+                        on tensor cores"
+            .to_string();
+        for reason in why {
+            note += "; ";
+            note += &reason;
+        }
+        notes.push(note);
     }
     notes
 }
@@ -141,6 +144,11 @@ mod tests {
         );
         assert!(slow.contains("sm90 cannot:"), "{slow}");
         assert!(slow.contains("fp8"), "{slow}");
+        // On Ada (no wgmma) sm90 is no choice at all: the note does not bring it up.
+        let ada = super::notes(&kernel("e4m3", "l40s"));
+        let slow = ada.iter().find(|n| n.starts_with("slow path")).unwrap();
+        assert!(slow.contains("sm80 cannot"), "{slow}");
+        assert!(!slow.contains("sm90"), "{slow}");
     }
 
     #[test]

@@ -28,6 +28,16 @@ pub fn backend_runs(spec: &KernelSpec, backend: Backend) -> bool {
     backend_refusal(spec, backend).is_none()
 }
 
+/// Whether the target has the instructions `backend` is built on at all (an A100 has no wgmma):
+/// reports leave out a backend the target lacks, which is no choice the user has there.
+pub fn target_has(hw: &crate::hw::Hardware, backend: Backend) -> bool {
+    match backend {
+        Backend::Sm90 => hw.features.wgmma && hw.features.tma,
+        Backend::Sm80 => hw.compute_capability() >= 80 && hw.features.cp_async,
+        Backend::Simt => true,
+    }
+}
+
 /// Why `backend` has no plan space for the spec on its hardware (`None`: it has one). The
 /// reason names what is missing, for the reports that say why a slower backend runs a spec.
 pub fn backend_refusal(spec: &KernelSpec, backend: Backend) -> Option<String> {
@@ -45,13 +55,13 @@ pub fn backend_refusal(spec: &KernelSpec, backend: Backend) -> Option<String> {
                 "its mma.sync generator takes f16, bf16, tf32 and f32 inputs, not {a}"
             ));
         }
-        Backend::Sm80 if hw.compute_capability() < 80 || !hw.features.cp_async => {
+        Backend::Sm80 if !target_has(hw, backend) => {
             return Some(format!(
                 "{} ({}) lacks cp.async and bf16 mma",
                 hw.name, hw.arch
             ));
         }
-        Backend::Sm90 if !(hw.features.wgmma && hw.features.tma) => {
+        Backend::Sm90 if !target_has(hw, backend) => {
             return Some(format!("{} ({}) lacks TMA and wgmma", hw.name, hw.arch));
         }
         _ => {}

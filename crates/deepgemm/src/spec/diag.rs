@@ -149,6 +149,9 @@ impl fmt::Display for Diagnostic {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostics {
     pub items: Vec<Diagnostic>,
+    /// Whether checking stopped at [`MAX_DIAGNOSTICS`]: the last item is then the note saying
+    /// so, not an error, and the file may hold more errors than are listed.
+    pub truncated: bool,
 }
 
 impl Diagnostics {
@@ -164,11 +167,16 @@ impl Diagnostics {
             out += &d.render();
             out += "\n";
         }
-        let n = self.items.len();
-        out += &format!(
-            "error: could not check the spec: {n} error{}\n",
-            if n == 1 { "" } else { "s" }
-        );
+        let n = self.items.len() - usize::from(self.truncated);
+        let plural = if n == 1 { "" } else { "s" };
+        if self.truncated {
+            out += &format!(
+                "error: could not check the spec: {n} error{plural} shown, and checking stopped \
+                 there (the rest of the file may hold more)\n"
+            );
+        } else {
+            out += &format!("error: could not check the spec: {n} error{plural}\n");
+        }
         out
     }
 }
@@ -187,8 +195,8 @@ pub fn did_you_mean<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> 
 }
 
 /// The known name closest to `got`, when it is close enough to be a typo: at most about one
-/// edit in two characters (Damerau-Levenshtein, so swapped letters count once), or a shared
-/// long prefix (Jaro-Winkler). Case is ignored.
+/// edit in two characters (Damerau-Levenshtein, so swapped letters count once), a shared long
+/// prefix (Jaro-Winkler), or an abbreviation (`regs` for `registers`). Case is ignored.
 pub fn closest<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lowered = got.to_ascii_lowercase();
     known
@@ -197,11 +205,23 @@ pub fn closest<'a>(got: &str, known: impl IntoIterator<Item = &'a str>) -> Optio
             let k_lowered = k.to_ascii_lowercase();
             let edits = strsim::normalized_damerau_levenshtein(&lowered, &k_lowered);
             let prefix = strsim::jaro_winkler(&lowered, &k_lowered);
-            (edits, prefix, k)
+            let short = abbreviates(&lowered, &k_lowered);
+            (edits, prefix, short, k)
         })
-        .filter(|(edits, prefix, _)| *edits >= 0.5 || *prefix >= 0.88)
+        .filter(|(edits, prefix, short, _)| *edits >= 0.5 || *prefix >= 0.88 || *short)
+        .map(|(edits, prefix, _, k)| (edits, prefix, k))
         .max_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)))
         .map(|(_, _, k)| k)
+}
+
+/// Whether `short` is an abbreviation of `long`: the same first letter, at least three letters,
+/// all of them found in `long` in order (`regs` in `registers`, `tc` too short to tell).
+fn abbreviates(short: &str, long: &str) -> bool {
+    if short.len() < 3 || short.len() >= long.len() || short[..1] != long[..1] {
+        return false;
+    }
+    let mut rest = long.chars();
+    short.chars().all(|c| rest.any(|l| l == c))
 }
 
 /// Fill in line, column and excerpt of every diagnostic from its span, in one pass over the
@@ -317,5 +337,7 @@ mod tests {
         assert_eq!(closest("a10", ["a100", "h100"]), Some("a100"));
         assert_eq!(closest("smme", ["smem", "sm90"]), Some("smem"));
         assert_eq!(closest("BF16", ["bf16", "f16"]), Some("bf16"));
+        assert_eq!(closest("regs", ["smem", "registers"]), Some("registers"));
+        assert_eq!(closest("occ", ["occupancy", "waves"]), Some("occupancy"));
     }
 }

@@ -22,7 +22,9 @@ mod types;
 pub use diag::{Diagnostic, Diagnostics, Span};
 pub use expr::erf;
 pub(crate) use print::needs_parens;
-pub use print::{shape_text, summary, to_dgml};
+pub use print::{
+    shape_text, summary, summary_record, to_dgml, ConstraintSummary, OperandSummary, Summary,
+};
 pub use types::*;
 
 use std::path::Path;
@@ -60,7 +62,8 @@ pub fn parse_str(source: &str, file_name: &str, base_dir: &Path) -> Result<SpecF
     }
     // Lexing, parsing and analysis each report in source order; `locate` merges them.
     diags.sort_by_key(|d| d.span.map(|s| s.start));
-    if diags.len() >= diag::MAX_DIAGNOSTICS {
+    let truncated = diags.len() >= diag::MAX_DIAGNOSTICS;
+    if truncated {
         let last = diags[diag::MAX_DIAGNOSTICS - 1].span.unwrap_or_default();
         diags.truncate(diag::MAX_DIAGNOSTICS);
         diags.push(
@@ -73,7 +76,10 @@ pub fn parse_str(source: &str, file_name: &str, base_dir: &Path) -> Result<SpecF
         );
     }
     diag::locate(&mut diags, source);
-    Err(Diagnostics { items: diags })
+    Err(Diagnostics {
+        items: diags,
+        truncated,
+    })
 }
 
 /// Read and parse a spec file; `hardware` paths are relative to the file's directory. A file
@@ -85,6 +91,7 @@ pub fn parse_file(path: &Path) -> Result<SpecFile, Diagnostics> {
             &name,
             format!("cannot read {name}: {e}"),
         )],
+        truncated: false,
     })?;
     let base_dir = path.parent().unwrap_or(Path::new("."));
     parse_str(&source, &name, base_dir)

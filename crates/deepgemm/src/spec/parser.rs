@@ -275,14 +275,24 @@ impl Parser<'_> {
     fn file_items(&mut self) -> Vec<KernelAst> {
         let mut kernels = Vec::new();
         while !self.at(&TokenKind::Eof) {
-            if self.at_word("kernel") {
+            if self.at_word("op") {
+                // The seed documents' `op NAME { ... }`: said once, then read as the kernel it
+                // means, so the errors inside it are reported too.
+                let span = self.span();
+                let d = self.error_at(span, "`op` is not a `.dgml` item");
+                d.expected = Some("`kernel`".to_string());
+                d.hint = Some("a kernel is declared `kernel NAME { ... }`".to_string());
+            }
+            if self.at_word("kernel") || self.at_word("op") {
                 if let Some(kernel) = self.kernel() {
                     kernels.push(kernel);
                 }
             } else {
                 let hint = match self.peek() {
                     TokenKind::Word(w) if ITEM_KEYWORDS.contains(&w.as_str()) => Some(format!(
-                        "`{w}` belongs inside a `kernel NAME {{ ... }}` block"
+                        "`{w}` belongs inside a `kernel NAME {{ ... }}` block; each kernel \
+                         names its own (`kernel NAME {{ {}; ... }}`)",
+                        self.statement_text()
                     )),
                     TokenKind::Word(w) => did_you_mean(w, ["kernel"]),
                     _ => None,
@@ -297,8 +307,20 @@ impl Parser<'_> {
         kernels
     }
 
+    /// The source of the statement starting at the current token, up to its `;` when that is
+    /// on the same line, else just the token: what a hint quotes back.
+    fn statement_text(&self) -> &str {
+        let span = self.span();
+        let rest = &self.src[span.start..];
+        let line = rest.split('\n').next().unwrap_or_default();
+        match line.find(';') {
+            Some(end) => line[..end].trim_end(),
+            None => &self.src[span.start..span.end],
+        }
+    }
+
     fn skip_to_next_kernel(&mut self) {
-        while !self.at(&TokenKind::Eof) && !self.at_word("kernel") {
+        while !self.at(&TokenKind::Eof) && !self.at_word("kernel") && !self.at_word("op") {
             if self.at(&TokenKind::LBrace) {
                 self.skip_braced();
             } else {
@@ -475,7 +497,21 @@ impl Parser<'_> {
         };
         let name = self.name("an operand name")?;
         self.expect(TokenKind::Colon)?;
-        let dtype = self.name("a dtype (`bf16`, `f16`, `e4m3`, ...)")?;
+        let mut dtype = self.name("a dtype (`bf16`, `f16`, `e4m3`, ...)")?;
+        // The seed documents' `tensor<fp16>[M, K]`: reported once the dims are read (the hint
+        // shows the whole declaration), and read as the dtype it names meanwhile.
+        let tensor = if dtype.text == "tensor" && self.eat(&TokenKind::Lt) {
+            let inner = self.name("a dtype")?;
+            self.expect(TokenKind::Gt)?;
+            let written = dtype.span.to(self.previous_span());
+            dtype = Name {
+                text: seed_dtype(&inner.text).to_string(),
+                span: inner.span,
+            };
+            Some(written)
+        } else {
+            None
+        };
         let open = self.expect(TokenKind::LBracket)?.span;
         let mut dims = Vec::new();
         if !self.at(&TokenKind::RBracket) {
@@ -506,12 +542,26 @@ impl Parser<'_> {
         if let TokenKind::Word(w) = self.peek().clone() {
             if !ITEM_KEYWORDS.contains(&w.as_str()) && w != "kernel" {
                 let span = self.span();
-                let hint = did_you_mean(&w, ["row", "col", "scale_of"]);
+                let hint = layout_hint(&w);
                 let d = self.error_at(span, format!("unexpected `{w}` after the operand's dims"));
                 d.expected = Some("`row`, `col`, `scale_of NAME` or `;`".to_string());
                 d.hint = hint;
                 return Err(Reported);
             }
+        }
+        if let Some(written) = tensor {
+            let declared = format!(
+                "{}{} {}",
+                dtype.text,
+                &self.src[open.start..close.end],
+                layout.as_ref().map_or("row", |l| l.text.as_str())
+            );
+            let d = self.error_at(
+                written,
+                format!("`{}` is not a dtype", &self.src[written.start..written.end]),
+            );
+            d.expected = Some("a dtype, then the dims and the layout".to_string());
+            d.hint = Some(format!("write `{declared}`"));
         }
         self.expect_semi()?;
         Ok(Item::Operand(OperandDecl {
@@ -584,6 +634,17 @@ impl Parser<'_> {
             1 << 10
         } else if self.at_word("MiB") {
             1 << 20
+        } else if let Some((unit, spelled)) = self.misspelled_unit() {
+            // Reported, then read as meant so the rest of the line is still checked.
+            let at = self.span();
+            let d = self.error_at(at, format!("unknown size unit `{spelled}`"));
+            d.expected = Some("`KiB` or `MiB` (1024 and 1048576 bytes)".to_string());
+            d.hint = Some(format!(
+                "write `{} {}`",
+                int.map_or(value.to_string(), |i| i.to_string()),
+                if unit == 1 << 10 { "KiB" } else { "MiB" }
+            ));
+            unit
         } else {
             1
         };
@@ -594,6 +655,20 @@ impl Parser<'_> {
         let scaled_int = int.and_then(|i| i.checked_mul(unit));
         let scaled = value * unit as f64;
         Ok((scaled, scaled_int, span))
+    }
+
+    /// The unit a word after a number means when it is a size spelled another way (`KB`, `kb`,
+    /// `kib`, `MB`), with the word. Single letters are not taken: `K` and `M` are shape symbols.
+    fn misspelled_unit(&self) -> Option<(u64, String)> {
+        let TokenKind::Word(w) = self.peek() else {
+            return None;
+        };
+        let unit = match w.to_ascii_lowercase().as_str() {
+            "kb" | "kib" | "kbyte" | "kbytes" => 1 << 10,
+            "mb" | "mib" | "mbyte" | "mbytes" => 1 << 20,
+            _ => return None,
+        };
+        Some((unit, w.clone()))
     }
 
     /// A non-negative integer literal (sizes allowed: `64 KiB`).
@@ -674,8 +749,25 @@ impl Parser<'_> {
     }
 
     fn constraint(&mut self) -> PResult<ConstraintAst> {
+        let start = self.span();
         let lhs = self.arith()?;
         let op = match self.peek() {
+            TokenKind::Colon => {
+                // The seed documents' `use_hmma: true;` settings: a hint with the comparison.
+                let name = self.src[start.start..self.previous_span().end].to_string();
+                let colon = self.span();
+                self.bump();
+                let value_start = self.span();
+                self.arith()?;
+                let value = self.src[value_start.start..self.previous_span().end].to_string();
+                let d = self.error_at(colon, "`:` is not a constraint operator");
+                d.expected = Some("`<=`, `>=`, `==` or `~`".to_string());
+                d.hint = Some(format!(
+                    "constraints are comparisons: write `{}`",
+                    seed_constraint(&name, &value)
+                ));
+                return Err(Reported);
+            }
             TokenKind::Le => ConstraintOp::Le,
             TokenKind::Ge => ConstraintOp::Ge,
             TokenKind::EqEq => ConstraintOp::Eq,
@@ -727,11 +819,14 @@ impl Parser<'_> {
             _ => return Err(self.unexpected("`[lo, hi]`, `{v1, v2, ...}` or `lo..=hi`")),
         };
         let span = start.to(self.previous_span());
-        let condition = if self.eat_word("where") {
-            Some(self.condition()?)
-        } else {
-            None
-        };
+        // `TILE_M ∈ [16, 256] ∧ TILE_M % 16 == 0` (the seed documents' form): the domain and
+        // a condition on it, which is what `where` says.
+        let condition =
+            if self.eat_word("where") || self.eat_word("and") || self.eat(&TokenKind::AndAnd) {
+                Some(self.condition()?)
+            } else {
+                None
+            };
         self.expect_semi()?;
         Ok(TilingEntry {
             var,
@@ -986,5 +1081,69 @@ fn abin(op: BinaryOp, lhs: AExpr, rhs: AExpr) -> AExpr {
     AExpr {
         kind: AExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
         span,
+    }
+}
+
+/// The hint for a word where a layout goes: `row` or `col` for their long spellings
+/// (`rowmajor`, `row_major`, `column_major`), which are too far from the short ones for
+/// [`did_you_mean`], else the closest of the words allowed there.
+fn layout_hint(word: &str) -> Option<String> {
+    let lowered = word.to_ascii_lowercase();
+    let layout = if lowered.starts_with("row") {
+        "row"
+    } else if lowered.starts_with("col") {
+        "col"
+    } else {
+        return did_you_mean(word, ["row", "col", "scale_of"]);
+    };
+    Some(format!(
+        "did you mean \"{layout}\"? (layouts are `row` and `col`)"
+    ))
+}
+
+/// The `.dgml` dtype for a seed document's element type name (`fp16` in `tensor<fp16>`); a name
+/// it does not know is kept, for the dtype check to report.
+fn seed_dtype(name: &str) -> &str {
+    match name {
+        "fp16" | "float16" | "half" => "f16",
+        "fp32" | "float32" | "float" => "f32",
+        "bfloat16" => "bf16",
+        "fp8" | "fp8_e4m3" | "float8_e4m3" => "e4m3",
+        "fp8_e5m2" | "float8_e5m2" => "e5m2",
+        "int8" => "i8",
+        "int32" => "i32",
+        other => other,
+    }
+}
+
+/// The v1 comparison for a seed document's `name: value` setting (`use_hmma: true` is
+/// `use_tensor_cores == 1`, `sm_mem_limit: 96` is `smem <= 96 KiB`, `X_min: v` is `X >= v`).
+fn seed_constraint(name: &str, value: &str) -> String {
+    let flag = match value {
+        "true" => "1",
+        "false" => "0",
+        other => other,
+    };
+    match name {
+        "use_hmma" | "use_tensor_cores" | "use_tensor_core" => {
+            format!("use_tensor_cores == {flag}")
+        }
+        "sm_mem_limit" | "smem_limit" | "shared_mem_limit" | "smem" => {
+            let is_number = value.parse::<f64>().is_ok();
+            format!("smem <= {value}{}", if is_number { " KiB" } else { "" })
+        }
+        "register_usage" | "register_limit" | "registers" => format!("registers <= {value}"),
+        _ => {
+            if let Some(base) = name.strip_suffix("_min") {
+                format!("{base} >= {value}")
+            } else if let Some(base) = name
+                .strip_suffix("_max")
+                .or_else(|| name.strip_suffix("_limit"))
+            {
+                format!("{base} <= {value}")
+            } else {
+                format!("{name} == {flag}")
+            }
+        }
     }
 }

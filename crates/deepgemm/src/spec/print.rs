@@ -7,6 +7,7 @@
 
 use super::types::*;
 use crate::plan::ShapeBucket;
+use serde::Serialize;
 use std::fmt::{self, Write};
 
 /// `.dgml` syntax, as in [`to_dgml`].
@@ -390,12 +391,7 @@ pub fn summary(k: &KernelSpec) -> String {
     }
     let mut label = "constraints";
     for c in &k.constraints {
-        let kind = if c.op == ConstraintOp::Near {
-            "soft"
-        } else {
-            "hard"
-        };
-        let _ = writeln!(out, "  {label:<11}  {}  ({kind})", c.text);
+        let _ = writeln!(out, "  {label:<11}  {}  ({})", c.text, constraint_kind(c));
         label = "";
     }
     let mut label = "tiling";
@@ -404,6 +400,103 @@ pub fn summary(k: &KernelSpec) -> String {
         label = "";
     }
     out
+}
+
+/// The normalized summary as data: what `deepgemm check --json` prints for one kernel, the same
+/// facts as [`summary`] with every shape bucket listed (a program has no screen to fill).
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub kernel: String,
+    /// As written: `h200`, `hopper`, `hardware "my_gpu.yaml"`.
+    pub target: String,
+    pub hardware: String,
+    pub arch: String,
+    pub sms: u32,
+    pub operands: Vec<OperandSummary>,
+    /// `alpha: f32 = 1`, as declared.
+    pub params: Vec<String>,
+    pub accumulate: String,
+    /// `D = ...`, the default epilogue written out.
+    pub epilogue: String,
+    /// `M in 1..=256`, `N = 4096`, `K = 4096`.
+    pub shape: [String; 3],
+    pub buckets: Vec<ShapeBucket>,
+    pub constraints: Vec<ConstraintSummary>,
+    pub tiling: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OperandSummary {
+    pub name: String,
+    pub direction: Direction,
+    pub dtype: String,
+    /// `[M, K/128]`.
+    pub dims: String,
+    /// `row` or `col`; none for vectors and scalars, which have no layout.
+    pub layout: Option<Layout>,
+    /// The inferred role, in words (`A`, `scale of A (1x128 blocks)`).
+    pub role: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConstraintSummary {
+    pub text: String,
+    /// `hard` (`<=`, `>=`, `==`) or `soft` (`~`).
+    pub kind: &'static str,
+}
+
+/// [`Summary`] of one kernel.
+pub fn summary_record(k: &KernelSpec) -> Summary {
+    let hw = &k.hardware;
+    let target = match &k.target {
+        TargetRef::Preset(name) => name.clone(),
+        TargetRef::File(path) => format!("hardware \"{path}\""),
+    };
+    Summary {
+        kernel: k.name.clone(),
+        target,
+        hardware: hw.name.clone(),
+        arch: hw.arch.clone(),
+        sms: hw.sms,
+        operands: k
+            .operands
+            .iter()
+            .map(|op| OperandSummary {
+                name: op.name.clone(),
+                direction: op.direction,
+                dtype: op.dtype.to_string(),
+                dims: dims(&op.dims),
+                layout: (op.dims.len() == 2).then_some(op.layout),
+                role: role_text(&op.role),
+            })
+            .collect(),
+        params: k.params.iter().map(param_text).collect(),
+        accumulate: k.accumulate.to_string(),
+        epilogue: format!("{} = {}", k.epilogue.output, expr(&k.epilogue.expr)),
+        shape: [
+            dim_domain("M", &k.shape.m),
+            dim_domain("N", &k.shape.n),
+            dim_domain("K", &k.shape.k),
+        ],
+        buckets: ShapeBucket::split(&k.shape),
+        constraints: k
+            .constraints
+            .iter()
+            .map(|c| ConstraintSummary {
+                text: c.text.clone(),
+                kind: constraint_kind(c),
+            })
+            .collect(),
+        tiling: k.tiling.iter().map(tiling_domain).collect(),
+    }
+}
+
+fn constraint_kind(c: &Constraint) -> &'static str {
+    if c.op == ConstraintOp::Near {
+        "soft"
+    } else {
+        "hard"
+    }
 }
 
 fn range((lo, hi): (u64, u64)) -> String {

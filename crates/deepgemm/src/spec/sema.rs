@@ -103,6 +103,18 @@ fn known_targets() -> String {
     hw::preset_names().join(", ")
 }
 
+/// The observable a seed document's name for it means (`register_usage`), where it is too far
+/// from the `.dgml` name for a did-you-mean.
+fn seed_observable(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "register_usage" | "register_count" | "regs_per_thread" => "registers",
+        "sm_mem" | "sm_mem_limit" | "shared_memory" | "smem_usage" => "smem",
+        "use_hmma" => "use_tensor_cores",
+        "tensor_core_utilization" => "tensor_util",
+        _ => return None,
+    })
+}
+
 fn dtype_list() -> String {
     DType::ALL.map(DType::name).join(", ")
 }
@@ -275,7 +287,12 @@ impl Cx<'_> {
                         self.error(*span, format!("cannot use hardware file \"{path}\": {e}"))
                             .hint = Some(format!(
                             "the path is relative to the spec's directory ({})",
-                            self.base_dir.display()
+                            match self.base_dir.as_os_str().is_empty() {
+                                // The spec was named without a folder: it is the current one.
+                                true => Path::new("."),
+                                false => self.base_dir,
+                            }
+                            .display()
                         ));
                         None
                     }
@@ -849,7 +866,11 @@ impl Cx<'_> {
                 decl.dtype.span,
                 format!("param `{}` is {dtype}; params are f32", decl.name.text),
             )
-            .hint = Some(format!("write `param {}: f32;`", decl.name.text));
+            .hint = Some(match decl.default {
+                // The default is kept: the fix changes the type, not the value.
+                Some(v) => format!("write `param {}: f32 = {v};`", decl.name.text),
+                None => format!("write `param {}: f32;`", decl.name.text),
+            });
             return None;
         }
         Some(Param {
@@ -1154,7 +1175,10 @@ impl Cx<'_> {
             .copied()
             .chain(["alu_utilization"])
             .chain(Backend::ALL.map(Backend::name));
-        let hint = did_you_mean(name, known);
+        let hint = match seed_observable(name) {
+            Some(v1) => Some(format!("the observable is `{v1}`")),
+            None => did_you_mean(name, known),
+        };
         let d = self.error(span, format!("unknown name `{name}` in a constraint"));
         d.expected = Some(format!(
             "an observable ({}) or a tile variable ({})",
