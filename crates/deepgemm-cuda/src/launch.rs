@@ -411,7 +411,7 @@ impl LoadedKernel {
                 && (!is_matrix || pitch.is_multiple_of(required));
             if aligned {
                 operand_ptrs.push((name.clone(), bound.ptr, bound.geometry.ld));
-                geometries.push((name.clone(), bound.dtype, bound.geometry.clone()));
+                geometries.push((name.clone(), bound.dtype, bound.geometry));
                 continue;
             }
             let width = (bound.geometry.inner() * size) as usize;
@@ -424,7 +424,7 @@ impl LoadedKernel {
                 bound.dtype,
                 Geometry {
                     ld: staged_pitch / size,
-                    ..bound.geometry.clone()
+                    ..bound.geometry
                 },
             ));
             repacks.push(Repack {

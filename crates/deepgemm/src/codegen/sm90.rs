@@ -183,7 +183,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
         return Err(fail(format!("{} has no thread-block clusters", hw.name)));
     }
     let b_share_ok = if is_k_major(spec, Role::B) {
-        (tile.n / cluster) % 8 == 0
+        (tile.n / cluster).is_multiple_of(8)
     } else {
         tile.n % (MN_BOX_ELEMS * cluster) == 0
     };
