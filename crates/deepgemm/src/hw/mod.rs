@@ -111,6 +111,11 @@ pub struct Latencies {
     pub dram_idle_cycles: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_idle_cycles: Option<u32>,
+    /// What a TMA-fed ring (sm90) adds to each stage's round trip on top of the load: the
+    /// consumers' release (an mbarrier arrive in every cluster block), the producer's wait and
+    /// the bulk copy's issue. Absent: nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tma_round_trip_cycles: Option<u32>,
 }
 
 impl Latencies {

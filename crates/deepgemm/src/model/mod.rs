@@ -394,8 +394,13 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let (dram_latency_cycles, l2_latency_cycles) = hw
         .latencies
         .at_load(geo.blocks as f64 / hw.sms.max(1) as f64);
-    let load_latency_cycles =
-        mv.l2_hit_rate * l2_latency_cycles + (1.0 - mv.l2_hit_rate) * dram_latency_cycles;
+    let round_trip_cycles = match plan.backend {
+        Backend::Sm90 => hw.latencies.tma_round_trip_cycles.unwrap_or(0) as f64,
+        Backend::Sm80 | Backend::Simt => 0.0,
+    };
+    let load_latency_cycles = mv.l2_hit_rate * l2_latency_cycles
+        + (1.0 - mv.l2_hit_rate) * dram_latency_cycles
+        + round_trip_cycles;
     let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
     let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency_of(plan.backend);
     let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * cal.smem_efficiency_of(plan.backend); // bytes per cycle
