@@ -23,13 +23,7 @@ constexpr bool D_ROW = {{D_ROW}};  // D[M,N] row-major (N contiguous), else col-
 
 typedef {{IN_TYPE}} Element;  // A and B
 typedef {{D_TYPE}} ElementD;
-constexpr bool TF32 = {{TF32}};  // 32-bit inputs run as tf32 (m16n8k8), else f16/bf16 (m16n8k16)
-// f32 inputs keep f32 accuracy with 3xTF32: each element x is split into hi = tf32(x) and
-// lo = tf32(x - hi), and each tile product is a_hi*b_lo + a_lo*b_hi + a_hi*b_hi in f32 (|lo| is
-// at most 2^-12 |x|, so the dropped a_lo*b_lo is at most 2^-24 of the product, f32's own
-// rounding). `tf32` inputs take the single a_hi*b_hi product.
-constexpr bool SPLIT_F32 = {{SPLIT_F32}};
-static_assert(!SPLIT_F32 || TF32, "3xTF32 splits 32-bit inputs");
+constexpr bool TF32 = {{TF32}};  // 32-bit inputs are tf32 (m16n8k8), else f16/bf16 (m16n8k16)
 constexpr int ELEM_BYTES = sizeof(Element);
 constexpr int MMA_K = TF32 ? 8 : 16;
 constexpr int K_STEPS = TILE_K / MMA_K;
@@ -116,11 +110,6 @@ __device__ __forceinline__ unsigned dg_to_tf32(float x) {
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
-}
-// The 3xTF32 low part: what tf32(x) left out, itself rounded to tf32. cvt.rna leaves the tf32
-// value in an f32 register (low 13 bits zero), so hi reads back as the float it stands for.
-__device__ __forceinline__ unsigned dg_tf32_low(float x, unsigned hi) {
-  return dg_to_tf32(x - __uint_as_float(hi));
 }
 
 // d += a * b for one 16x8 tile. Fragments follow the PTX ISA "Matrix Fragments for mma.m16n8k*":
@@ -267,9 +256,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 
   unsigned a_frag[2][M_FRAGS][4];
   unsigned b_frag[2][N_FRAGS][2];
-  // 3xTF32 low parts, in step with a_frag / b_frag (unused, and so not allocated, otherwise).
-  unsigned a_low[2][M_FRAGS][4];
-  unsigned b_low[2][N_FRAGS][2];
   float acc[M_FRAGS][N_FRAGS][4];
 #pragma unroll
   for (int i = 0; i < M_FRAGS; ++i)
@@ -290,21 +276,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
       for (int i = 0; i < M_FRAGS; ++i)
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const float x = *reinterpret_cast<const float*>(
-              lane_a + a_at(i * 16 + 8 * (v % 2), ks * MMA_K + 4 * (v / 2)));
-          a_frag[buf][i][v] = dg_to_tf32(x);
-          if constexpr (SPLIT_F32) a_low[buf][i][v] = dg_tf32_low(x, a_frag[buf][i][v]);
-        }
+        for (int v = 0; v < 4; ++v)
+          a_frag[buf][i][v] = dg_to_tf32(*reinterpret_cast<const float*>(
+              lane_a + a_at(i * 16 + 8 * (v % 2), ks * MMA_K + 4 * (v / 2))));
 #pragma unroll
       for (int j = 0; j < N_FRAGS; ++j)
 #pragma unroll
-        for (int v = 0; v < 2; ++v) {
-          const float x =
-              *reinterpret_cast<const float*>(lane_b + b_at(j * 8, ks * MMA_K + 4 * v));
-          b_frag[buf][j][v] = dg_to_tf32(x);
-          if constexpr (SPLIT_F32) b_low[buf][j][v] = dg_tf32_low(x, b_frag[buf][j][v]);
-        }
+        for (int v = 0; v < 2; ++v)
+          b_frag[buf][j][v] = dg_to_tf32(
+              *reinterpret_cast<const float*>(lane_b + b_at(j * 8, ks * MMA_K + 4 * v)));
     } else {
 #pragma unroll
       for (int i = 0; i < M_FRAGS; ++i) {
@@ -368,17 +348,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         copy_b.issue(smem_b + write_stage * B_STAGE_BYTES, ks, COPY_PARTS);
       }
       load_fragments((ks + 1) % 2, read_stage, (ks + 1) % K_STEPS);
-      if constexpr (SPLIT_F32) {
-        // The two small cross products first, then the big one below (CUTLASS's order). Each
-        // (i, j) is its own accumulator, so consecutive mmas do not wait on one another.
-#pragma unroll
-        for (int i = 0; i < M_FRAGS; ++i)
-#pragma unroll
-          for (int j = 0; j < N_FRAGS; ++j) {
-            dg_mma(acc[i][j], a_frag[ks % 2][i], b_low[ks % 2][j]);
-            dg_mma(acc[i][j], a_low[ks % 2][i], b_frag[ks % 2][j]);
-          }
-      }
 #pragma unroll
       for (int i = 0; i < M_FRAGS; ++i)
 #pragma unroll

@@ -311,38 +311,42 @@ fn sm90_refuses_what_its_kernel_cannot_run() {
     assert!(ok.label().contains(" pp"));
 }
 
-/// f32 inputs are generated as 3xTF32 (hi/lo split, three products), tf32 inputs as one tf32
-/// product: the precision the spec asks for, never narrowed.
+/// f32 inputs are refused by sm80 with the measured reason (the tensor cores' f32 sums
+/// truncate; they run on the CUDA cores), tf32 inputs take one tf32 product per tile.
 #[test]
-fn f32_inputs_take_3xtf32_and_tf32_inputs_one_product() {
-    let plan_for = |input| {
-        let s = spec(&SpecShape {
+fn sm80_refuses_f32_inputs_and_takes_tf32_as_one_product() {
+    let spec_of = |input| {
+        spec(&SpecShape {
             input,
             output: DType::F32,
             ..SpecShape::default()
-        });
-        let plan = sm80_plan(&s, (128, 128, 16), 4, (2, 4));
-        generate(&s, &plan, "v0").unwrap().source
+        })
     };
-    let f32 = plan_for(DType::F32);
-    assert!(f32.contains("constexpr bool SPLIT_F32 = true;"));
-    assert!(f32.contains("3xTF32"), "the header names the path");
-    let tf32 = plan_for(DType::Tf32);
-    assert!(tf32.contains("constexpr bool SPLIT_F32 = false;"));
-    assert!(tf32.contains("mma.m16n8k8 (tf32)"));
-    // Both run the tf32 instruction; only f32 splits its operands.
-    for source in [&f32, &tf32] {
-        assert!(source.contains("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
-    }
-    // 3xTF32 plans are held to two k-steps (TILE_K = 16), where ptxas keeps hi and lo in
-    // registers.
-    let s = spec(&SpecShape {
-        input: DType::F32,
-        output: DType::F32,
-        ..SpecShape::default()
-    });
+    let f32 = spec_of(DType::F32);
     let reason = unsupported_reason(
-        check_supported(&s, &sm80_plan(&s, (128, 128, 32), 4, (2, 4))).unwrap_err(),
+        check_supported(&f32, &sm80_plan(&f32, (128, 128, 32), 4, (2, 2))).unwrap_err(),
     );
-    assert!(reason.contains("TILE_K = 16"), "{reason}");
+    assert!(
+        reason.contains("f32 inputs run on CUDA cores (simt)"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("2.9e-5 at K = 4096") && reason.contains("1.2e-4 at K = 16384"),
+        "the measured error: {reason}"
+    );
+    assert!(reason.contains("write `tf32`"), "{reason}");
+    assert!(generate(&f32, &sm80_plan(&f32, (128, 128, 32), 4, (2, 2)), "v0").is_err());
+
+    let tf32 = spec_of(DType::Tf32);
+    let source = generate(&tf32, &sm80_plan(&tf32, (128, 128, 32), 4, (2, 2)), "v0")
+        .unwrap()
+        .source;
+    assert!(source.contains("constexpr bool TF32 = true;"));
+    assert!(
+        source.contains("mma.m16n8k8 (tf32)"),
+        "the header names the path"
+    );
+    assert!(source.contains("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
+    // One product per (i, j) tile and k-step: the main loop's only mma call.
+    assert_eq!(source.matches("dg_mma(acc").count(), 1, "{source}");
 }

@@ -72,22 +72,33 @@ fn typed(input: &str) -> KernelSpec {
         .remove(0)
 }
 
-/// f32 is never planned at tf32 precision: its tensor-core plans are costed as 3xTF32 (three
-/// tf32 products), and the report names the path and what it beat.
+/// f32 is never planned at tf32 precision: it has only CUDA-core plans (simt FFMA), tf32 takes
+/// the tensor cores, and the report says which path each is.
 #[test]
 fn f32_is_planned_at_f32_accuracy_and_explained() {
-    use deepgemm::model::schedule::splits_f32;
+    use deepgemm::plan::Backend;
     let f32 = typed("f32");
     let tf32 = typed("tf32");
     let (f32_result, tf32_result) = (search(&f32).unwrap(), search(&tf32).unwrap());
-    let (fw, tw) = (
-        f32_result.buckets[0].winner(),
-        tf32_result.buckets[0].winner(),
-    );
-    assert_eq!(fw.prediction.schedule.math.products, 3, "{}", fw.label);
-    assert!(splits_f32(deepgemm::dtype::DType::F32, fw.plan.backend));
-    assert_eq!(tw.prediction.schedule.math.products, 1);
-    // A third of the tf32 rate: the f32 plan cannot be predicted as fast as the tf32 one.
+    let (fb, tb) = (&f32_result.buckets[0], &tf32_result.buckets[0]);
+    let (fw, tw) = (fb.winner(), tb.winner());
+    assert_eq!(fw.plan.backend, Backend::Simt, "{}", fw.label);
+    assert_eq!(fw.prediction.schedule.math.instruction, "ffma");
+    // No f32 plan of a tensor-core backend exists, not even model-only.
+    for (backend, count) in &fb.enumerated_by_backend {
+        assert!(
+            *backend == Backend::Simt || *count == 0,
+            "{backend}: {count} f32 plans"
+        );
+    }
+    assert!(fb
+        .candidates
+        .iter()
+        .all(|c| c.plan.backend == Backend::Simt));
+    assert!(fb.model_only.is_empty(), "{:?}", fb.model_only.len());
+    assert!(tw.plan.backend.uses_tensor_cores(), "{}", tw.label);
+    assert_eq!(tw.prediction.schedule.math.instruction, "mma.sync.m16n8k8");
+    // The CUDA cores' FFMA rate: the f32 plan cannot be predicted as fast as the tf32 one.
     assert!(
         fw.prediction.time_us > 2.0 * tw.prediction.time_us,
         "f32 {} us vs tf32 {} us",
@@ -95,17 +106,20 @@ fn f32_is_planned_at_f32_accuracy_and_explained() {
         tw.prediction.time_us
     );
     let md = render_markdown(&Analysis::new(&f32, &f32_result, 3));
-    assert!(md.contains("3xTF32"), "{md}");
     assert!(
-        md.contains("f32 accuracy by 3xTF32 on the tensor cores"),
+        md.contains("f32 inputs are computed to f32 accuracy on CUDA cores"),
         "{md}"
     );
-    assert!(md.contains("the best simt plan"), "{md}");
+    assert!(
+        md.contains("f32 accuracy by FFMA on the CUDA cores"),
+        "{md}"
+    );
     let md = render_markdown(&Analysis::new(&tf32, &tf32_result, 3));
     assert!(
         md.contains("tf32 inputs are multiplied at tf32 precision"),
         "{md}"
     );
+    assert!(md.contains("the best simt plan"), "{md}");
 }
 
 /// Planning cost follows the buckets, not the values: `M in 1..=2^30` is 27 buckets, and a

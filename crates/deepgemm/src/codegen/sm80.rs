@@ -4,24 +4,20 @@ use super::abi::element_type;
 use super::epilogue::scales_of;
 use super::{require_block_per_tile, unsupported, CodegenError};
 use crate::dtype::DType;
-use crate::model::schedule::splits_f32;
 use crate::plan::{Backend, Plan, SmemSwizzle};
 use crate::spec::{KernelSpec, Layout};
 
 pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm80_gemm.cu");
 /// Accumulator registers per thread beyond which a warp tile cannot avoid spilling.
 const MAX_ACCUMULATORS_PER_THREAD: u32 = 128;
-/// The K tile of 3xTF32 plans: two k-steps. TILE_K = 32 spilled on sm_80 (ptxas, 64x32 warp
-/// tiles of both B layouts) where 16 fits in 236 registers or fewer.
-const SPLIT_F32_TILE_K: u32 = 16;
 
 fn fail(reason: String) -> CodegenError {
     unsupported(Backend::Sm80, reason)
 }
 
-/// 32-bit inputs run on the tf32 tensor cores (f32 as 3xTF32, see [`splits_f32`]).
+/// tf32 inputs run on the tf32 tensor cores (m16n8k8); `check` refuses f32 ones.
 fn is_tf32(dtype: DType) -> bool {
-    matches!(dtype, DType::F32 | DType::Tf32)
+    dtype == DType::Tf32
 }
 
 /// 16-bit tiles are XOR-swizzled (`codegen::space::sm80_swizzle`), the others padded.
@@ -50,14 +46,15 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
     for operand in [a, b] {
         match operand.dtype {
             DType::F16 | DType::Bf16 | DType::Tf32 => {}
-            // Measured on the H200 (bench/RESULTS.md, 2026-12-01): 3xTF32 on mma.sync left a
-            // relative error growing with K, as the tensor cores' f32 accumulation truncates.
+            // Measured on the H200 (bench/RESULTS.md, 2026-12-01): f32 split into tf32 hi + lo
+            // parts (three mma.sync products) left a relative error growing with K, as the
+            // tensor cores' f32 accumulation truncates.
             DType::F32 => {
                 return Err(fail(
-                    "f32 inputs run on CUDA cores (simt): 3xTF32 on mma.sync measured a relative \
-                     error of 2.9e-5 at K = 4096 and 1.2e-4 at K = 16384 on the H200 (the tensor \
-                     cores truncate their f32 sums), above f32's 1e-5; write `tf32` for \
-                     tensor-core speed at tf32 precision"
+                    "f32 inputs run on CUDA cores (simt): split into tf32 hi + lo parts on \
+                     mma.sync they measured a relative error of 2.9e-5 at K = 4096 and 1.2e-4 at \
+                     K = 16384 on the H200 (the tensor cores truncate their f32 sums), above \
+                     f32's 1e-5; write `tf32` for tensor-core speed at tf32 precision"
                         .to_string(),
                 ))
             }
@@ -70,7 +67,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             other => return Err(fail(format!("{other} inputs need the simt backend"))),
         }
     }
-    if a.dtype != b.dtype && !(is_tf32(a.dtype) && is_tf32(b.dtype)) {
+    if a.dtype != b.dtype {
         return Err(fail(format!(
             "A and B must share a dtype (A is {}, B is {}); use simt for mixed inputs",
             a.dtype, b.dtype
@@ -114,13 +111,6 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             "warp tile {}x{} needs {accumulators} accumulator registers per thread; at most {MAX_ACCUMULATORS_PER_THREAD}",
             tile.m / warps.warps_m,
             tile.n / warps.warps_n
-        )));
-    }
-    if splits_f32(a.dtype, Backend::Sm80) && tile.k != SPLIT_F32_TILE_K {
-        return Err(fail(format!(
-            "3xTF32 (f32 inputs) takes TILE_K = {SPLIT_F32_TILE_K}, not {}: with more k-steps \
-             unrolled ptxas spills their hi and lo fragments",
-            tile.k
         )));
     }
     let k_step = mma_k(a.dtype);
@@ -219,7 +209,6 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("IN_TYPE", element_type(input).to_string()),
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         ("TF32", is_tf32(input).to_string()),
-        ("SPLIT_F32", splits_f32(input, Backend::Sm80).to_string()),
         ("MMA_INSTRUCTION", mma.to_string()),
         ("SWIZZLE", is_swizzled(input).to_string()),
         ("PAD", super::space::sm80_pad_elems(input).to_string()),
@@ -276,9 +265,7 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
             t.n / w.warps_n,
             t.m / w.warps_m / 16,
             t.n / w.warps_n / 8,
-            if splits_f32(dtype, Backend::Sm80) {
-                "mma.m16n8k8 (3xTF32: f32 split into tf32 hi + lo, three products per tile)"
-            } else if is_tf32(dtype) {
+            if is_tf32(dtype) {
                 "mma.m16n8k8 (tf32)"
             } else {
                 "mma.m16n8k16"

@@ -196,7 +196,6 @@ impl Roofline {
                 hw.mma_rate(schedule::math_dtype(problem.a, backend), backend)
                     .map(|rate| {
                         rate.dense_flops_per_clk_per_sm * hw.sms as f64 * hw.clock_mhz as f64 * 1e-6
-                            / schedule::products_per_mac(problem.a, backend) as f64
                     })
             })
             .fold(0.0, f64::max);
@@ -375,7 +374,7 @@ pub fn predict(spec: &KernelSpec, plan: &Plan, shape: Shape) -> Prediction {
 pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Prediction {
     let shape = problem.shape;
     let geo = Geometry::new(shape, plan.tile, plan.split_k);
-    let regs = registers::analyze(plan, problem.a, hw);
+    let regs = registers::analyze(plan, problem.a.size_bytes(), hw);
     let smem_bytes = plan.smem_bytes();
     let occupancy = schedule::occupancy(plan, smem_bytes, regs.total, hw);
     let blocks_per_sm = occupancy.blocks_per_sm.max(1);

@@ -1,12 +1,11 @@
 //! Register layer: registers per thread and whether the plan spills.
 //!
 //! accumulators (TILE_M x TILE_N / math threads, one fp32 register each) + A/B fragments (double
-//! buffered across k-steps; twice as many for 3xTF32, which holds a hi and a lo part of each) + addresses (a base, plus a share per cp.async copy a thread issues per
+//! buffered across k-steps) + addresses (a base, plus a share per cp.async copy a thread issues per
 //! stage: the copies are unrolled) + epilogue temporaries, against the per-thread cap: the
 //! hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the consumers' share
 //! after the producer gives registers back with `setmaxnreg`.
 
-use crate::dtype::DType;
 use crate::hw::Hardware;
 use crate::plan::{Backend, Plan};
 use serde::{Deserialize, Serialize};
@@ -31,9 +30,8 @@ pub fn allocated(per_thread: u32) -> u32 {
     per_thread.div_ceil(8) * 8
 }
 
-/// `input` is the dtype of A (and B).
-pub fn analyze(plan: &Plan, input: DType, hw: &Hardware) -> Registers {
-    let input_bytes = input.size_bytes();
+/// `input_bytes` is the size of an A (and B) element.
+pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     let cal = &hw.calibration;
     let t = plan.tile;
     let accumulators = (t.m * t.n).div_ceil(plan.warps.tile_threads().max(1));
@@ -43,12 +41,7 @@ pub fn analyze(plan: &Plan, input: DType, hw: &Hardware) -> Registers {
         Backend::Sm80 => {
             let warp_m = t.m / plan.warps.warps_m.max(1);
             let warp_n = t.n / plan.warps.warps_n.max(1);
-            let parts = if super::schedule::splits_f32(input, plan.backend) {
-                2
-            } else {
-                1
-            };
-            parts * 2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
+            2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
         }
         // wgmma reads A and B from shared memory through descriptors.
         Backend::Sm90 => 0,
@@ -153,7 +146,7 @@ mod tests {
     #[test]
     fn sm80_128x128_with_8_warps() {
         let hw = preset("h200").unwrap();
-        let r = analyze(&sm80_plan(128, 128, 2, 4), DType::Bf16, &hw);
+        let r = analyze(&sm80_plan(128, 128, 2, 4), 2, &hw);
         // (128 + 128) rows x 32 k x 2 bytes / 16-byte copies / 256 threads = 4 copies each.
         assert_eq!(copies_per_thread(&sm80_plan(128, 128, 2, 4), 2), 4);
         let copies = (hw.calibration.regs_per_copy * 4.0).ceil() as u32;
@@ -170,22 +163,9 @@ mod tests {
     }
 
     #[test]
-    fn split_f32_holds_hi_and_lo_fragments() {
-        let hw = preset("h200").unwrap();
-        let plan = sm80_plan(128, 128, 2, 4);
-        let tf32 = analyze(&plan, DType::Tf32, &hw);
-        let f32 = analyze(&plan, DType::F32, &hw);
-        // Warp tile 64x32: A 4*4 + B 4*2 registers, double buffered = 48; 3xTF32 keeps a hi and
-        // a lo copy of each.
-        assert_eq!(tf32.fragments, 48);
-        assert_eq!(f32.fragments, 96);
-        assert_eq!(f32.total - tf32.total, 48);
-    }
-
-    #[test]
     fn one_warp_owning_128x128_spills() {
         let hw = preset("h200").unwrap();
-        let r = analyze(&sm80_plan(128, 128, 1, 1), DType::Bf16, &hw);
+        let r = analyze(&sm80_plan(128, 128, 1, 1), 2, &hw);
         assert_eq!(r.accumulators, 512);
         assert!(r.spills);
     }
@@ -197,7 +177,7 @@ mod tests {
         plan.backend = Backend::Sm90;
         plan.warps.producer_warpgroups = 1;
         plan.warps.threads = 384;
-        let r = analyze(&plan, DType::Bf16, &hw);
+        let r = analyze(&plan, 2, &hw);
         // (65536 - 40 * 128) / 256 = 236 -> 232; accumulators 128*256/256 = 128.
         assert_eq!(r.cap, 232);
         assert_eq!(r.accumulators, 128);

@@ -101,30 +101,13 @@ pub fn waves(blocks: u64, sms: u32, blocks_per_sm: u32) -> Waves {
     }
 }
 
-/// The math instruction's dtype: SIMT computes in f32, tensor cores take f32 inputs as tf32
-/// (three products each, see [`splits_f32`]).
+/// The math instruction's dtype: SIMT computes in f32, tensor cores in the input dtype. f32
+/// inputs have no tensor-core rate: they are computed on the CUDA cores, `tf32` ones on the
+/// tensor cores.
 pub fn math_dtype(input: DType, backend: Backend) -> DType {
-    match (backend, input) {
-        (Backend::Simt, _) => DType::F32,
-        (_, DType::F32) => DType::Tf32,
-        (_, d) => d,
-    }
-}
-
-/// Whether `backend` computes `input` with 3xTF32: a single tf32 product keeps 10 mantissa bits
-/// (about 1e-3 relative error), so f32 inputs on tensor cores are split into hi = tf32(x) and
-/// lo = tf32(x - hi) and each product is a_hi*b_lo + a_lo*b_hi + a_hi*b_hi, accumulated in f32:
-/// f32 accuracy (SPEC.md §2) at a third of the tf32 rate. `tf32` inputs take one product.
-pub fn splits_f32(input: DType, backend: Backend) -> bool {
-    input == DType::F32 && backend.uses_tensor_cores()
-}
-
-/// Instruction products per product of the inputs: 3 for 3xTF32, else 1.
-pub fn products_per_mac(input: DType, backend: Backend) -> u32 {
-    if splits_f32(input, backend) {
-        3
-    } else {
-        1
+    match backend {
+        Backend::Simt => DType::F32,
+        Backend::Sm80 | Backend::Sm90 => input,
     }
 }
 
@@ -136,30 +119,17 @@ pub struct MathRate {
     pub peak_flops_per_clk_per_sm: f64,
     /// Calibrated fraction of the peak a well-fed main loop sustains.
     pub efficiency: f64,
-    /// Instruction products per product of the inputs ([`products_per_mac`]): 3 for 3xTF32.
-    pub products: u32,
 }
 
 impl MathRate {
-    /// Useful FLOP (2 per multiply-add of the inputs) per clock per SM a main loop sustains.
+    /// FLOP (2 per multiply-add) per clock per SM a main loop sustains.
     pub fn sustained_flops_per_clk_per_sm(&self) -> f64 {
-        self.peak_flops_per_clk_per_sm * self.efficiency / self.products.max(1) as f64
+        self.peak_flops_per_clk_per_sm * self.efficiency
     }
 
-    /// Dense peak of the whole GPU in useful TFLOP/s: the instruction's peak divided by the
-    /// products each input product takes.
+    /// Dense peak of the whole GPU in TFLOP/s.
     pub fn peak_tflops(&self, hw: &Hardware) -> f64 {
         self.peak_flops_per_clk_per_sm * hw.sms as f64 * hw.clock_mhz as f64 * 1e-6
-            / self.products.max(1) as f64
-    }
-
-    /// `mma.sync.m16n8k8`, or `3x mma.sync.m16n8k8 (3xTF32)`.
-    pub fn describe(&self) -> String {
-        if self.products > 1 {
-            format!("{}x {} (3xTF32)", self.products, self.instruction)
-        } else {
-            self.instruction.clone()
-        }
     }
 }
 
@@ -180,20 +150,17 @@ pub fn math_rate(hw: &Hardware, input: DType, backend: Backend) -> MathRate {
                     .total_cmp(&b.dense_flops_per_clk_per_sm)
             })
         });
-    let products = products_per_mac(input, backend);
     match rate {
         Some(r) => MathRate {
             instruction: r.instruction.clone(),
             peak_flops_per_clk_per_sm: r.dense_flops_per_clk_per_sm,
             efficiency,
-            products,
         },
         // Validation guarantees at least one rate; an empty list predicts nothing can run.
         None => MathRate {
             instruction: String::from("none"),
             peak_flops_per_clk_per_sm: f64::MIN_POSITIVE,
             efficiency,
-            products,
         },
     }
 }
@@ -267,20 +234,14 @@ mod tests {
         assert!((r.peak_tflops(&hw) - 989.4).abs() < 0.1);
         let tf32 = math_rate(&hw, DType::Tf32, Backend::Sm80);
         assert_eq!(tf32.instruction, "mma.sync.m16n8k8");
-        assert_eq!(tf32.products, 1);
-        // f32 inputs take the same instruction three times (3xTF32): a third of the rate.
-        let f32 = math_rate(&hw, DType::F32, Backend::Sm80);
-        assert_eq!(
-            (f32.instruction.as_str(), f32.products),
-            ("mma.sync.m16n8k8", 3)
-        );
-        assert!((3.0 * f32.peak_tflops(&hw) - tf32.peak_tflops(&hw)).abs() < 1e-9);
-        assert!(
-            (3.0 * f32.sustained_flops_per_clk_per_sm() - tf32.sustained_flops_per_clk_per_sm())
-                .abs()
-                < 1e-9
-        );
-        assert_eq!(math_rate(&hw, DType::F32, Backend::Simt).products, 1);
+        assert_eq!(tf32.peak_flops_per_clk_per_sm, 1024.0);
+        // f32 inputs have no tensor-core rate: the hardware lists only the CUDA cores' FFMA.
+        assert_eq!(math_dtype(DType::F32, Backend::Sm80), DType::F32);
+        assert!(hw.mma_rate(DType::F32, Backend::Sm80).is_none());
+        assert!(hw.mma_rate(DType::F32, Backend::Sm90).is_none());
+        let f32 = math_rate(&hw, DType::F32, Backend::Simt);
+        assert_eq!(f32.instruction, "ffma");
+        assert_eq!(f32.peak_flops_per_clk_per_sm, 256.0);
         assert_eq!(
             math_rate(&hw, DType::Bf16, Backend::Simt).instruction,
             "ffma"

@@ -14,8 +14,7 @@
 //!     "name", "arch", "sms", "clock_mhz",
 //!     "dram_bw_gbps", "l2_bw_gbps", "l2_bytes", "smem_per_block_bytes", "regs_per_sm",
 //!     "max_regs_per_thread",
-//!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency",
-//!                 "products" } ],          // products: 3 for 3xTF32 (peak_tflops is useful FLOPs)
+//!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency" } ],
 //!     "calibration": { ...the hardware file's calibration block... },
 //!     "provenance": "measured" | "datasheet" | "unstated"  // the hardware file's field
 //!   },
@@ -102,11 +101,8 @@ pub struct MathAssumption {
     pub backend: Backend,
     pub dtype: String,
     pub instruction: String,
-    /// Useful TFLOP/s: the instruction's peak divided by `products`.
     pub peak_tflops: f64,
     pub efficiency: f64,
-    /// Instruction products per input product: 3 for 3xTF32.
-    pub products: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,18 +178,12 @@ impl Analysis {
             .filter(|&b| crate::search::space::backend_runs(spec, b))
             .map(|b| {
                 let rate = schedule::math_rate(hw, spec.a().dtype, b);
-                let dtype = schedule::math_dtype(spec.a().dtype, b);
                 MathAssumption {
                     backend: b,
-                    dtype: if rate.products > 1 {
-                        format!("{dtype} x{} (3xTF32)", rate.products)
-                    } else {
-                        dtype.to_string()
-                    },
+                    dtype: schedule::math_dtype(spec.a().dtype, b).to_string(),
                     peak_tflops: rate.peak_tflops(hw),
-                    instruction: rate.instruction.clone(),
+                    instruction: rate.instruction,
                     efficiency: rate.efficiency,
-                    products: rate.products,
                 }
             })
             .collect();
@@ -396,7 +386,7 @@ fn explain_winner(
         p.time_us,
         p.tflops,
         p.roofs.compute * 100.0,
-        s.math.describe(),
+        s.math.instruction,
         s.geometry.tiles,
         s.waves.waves,
         s.waves.wave_blocks,
@@ -446,7 +436,7 @@ fn explain_winner(
 }
 
 /// Why the winner's backend, against the best plan of each other generated backend; for f32
-/// inputs also which precision path that is.
+/// inputs also that they run on the CUDA cores.
 fn backend_choice(
     spec: &KernelSpec,
     winner: &Candidate,
@@ -456,11 +446,9 @@ fn backend_choice(
     let input = spec.a().dtype;
     let mut out = String::new();
     if input == crate::dtype::DType::F32 {
-        out.push_str(if schedule::splits_f32(input, backend) {
-            "; f32 accuracy by 3xTF32 on the tensor cores"
-        } else {
-            "; f32 accuracy by FFMA on the CUDA cores"
-        });
+        out.push_str(
+            "; f32 accuracy by FFMA on the CUDA cores (`tf32` inputs take the tensor cores)",
+        );
     }
     for other in best_by_backend.iter().filter(|b| b.backend != backend) {
         let _ = write!(
@@ -578,7 +566,7 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
     let _ = writeln!(
         out,
         "| scheduling | {} at {:.0} TFLOP/s peak x {:.2}; compute {:.1} us; {}; load latency {:.0} cycles needs {} stages (plan: {}) |",
-        s.math.describe(),
+        s.math.instruction,
         s.peak_tflops,
         s.math.efficiency,
         s.compute_us,

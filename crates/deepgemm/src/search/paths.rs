@@ -5,7 +5,6 @@
 use super::space;
 use crate::codegen::{self, space::GENERATED_BACKENDS};
 use crate::dtype::DType;
-use crate::model::schedule::splits_f32;
 use crate::plan::Backend;
 use crate::spec::KernelSpec;
 use serde::{Deserialize, Serialize};
@@ -58,31 +57,18 @@ pub fn notes(spec: &KernelSpec) -> Vec<String> {
     let statuses = backend_statuses(spec);
     let mut notes = Vec::new();
     let input = spec.a().dtype;
-    let takes = |b: Backend| {
-        statuses
-            .iter()
-            .any(|s| s.backend == b && s.refusal.is_none())
-    };
-    if input == DType::F32 && takes(Backend::Sm80) && splits_f32(input, Backend::Sm80) {
+    if input == DType::F32 {
         notes.push(
-            "f32 inputs are computed to f32 accuracy: tensor-core plans use 3xTF32 (each operand \
-             split into hi = tf32(x) and lo = tf32(x - hi); a_hi*b_lo + a_lo*b_hi + a_hi*b_hi \
-             accumulated in f32), costed at 3x the tf32 mma work, and compete with the CUDA-core \
-             FFMA plans (simt); declare the inputs `tf32` to accept tf32 precision (about 1e-3) \
-             at the full tf32 rate"
-                .to_string(),
-        );
-    } else if input == DType::F32 {
-        notes.push(
-            "f32 inputs are computed to f32 accuracy on CUDA cores (simt, FFMA): no tensor-core \
-             generator takes them on this target"
+            "f32 inputs are computed to f32 accuracy on CUDA cores (simt, FFMA); declare them \
+             `tf32` for tensor-core speed at tf32 precision (10 mantissa bits, about 1e-3 \
+             relative error)"
                 .to_string(),
         );
     } else if input == DType::Tf32 {
         notes.push(
             "tf32 inputs are multiplied at tf32 precision (10 mantissa bits, about 1e-3 relative \
              error), one tensor-core product each, as declared; declare them `f32` for f32 \
-             accuracy (3xTF32, a third of the rate)"
+             accuracy on CUDA cores (simt, FFMA)"
                 .to_string(),
         );
     }
@@ -152,12 +138,27 @@ mod tests {
     }
 
     #[test]
-    fn f32_says_3xtf32_and_tf32_says_tf32() {
+    fn f32_says_cuda_cores_and_tf32_says_tf32() {
         let f32 = notes(&kernel("f32", "h200"));
-        assert!(f32[0].contains("3xTF32"), "{f32:?}");
-        assert!(!f32.iter().any(|n| n.starts_with("slow path")));
+        assert!(
+            f32[0].contains("computed to f32 accuracy on CUDA cores (simt, FFMA)"),
+            "{f32:?}"
+        );
+        // No tensor-core backend has f32 plans, and the note says why.
+        let statuses = backend_statuses(&kernel("f32", "h200"));
+        for backend in [Backend::Sm80, Backend::Sm90] {
+            let s = statuses.iter().find(|s| s.backend == backend).unwrap();
+            let why = s.refusal.as_deref().unwrap_or_default();
+            assert!(
+                why.contains("f32 inputs are computed on CUDA cores"),
+                "{backend}: {why}"
+            );
+        }
+        let slow = f32.iter().find(|n| n.starts_with("slow path")).unwrap();
+        assert!(slow.contains("sm80 cannot: f32 inputs"), "{slow}");
         let tf32 = notes(&kernel("tf32", "h200"));
         assert!(tf32[0].contains("tf32 precision"), "{tf32:?}");
+        assert!(!tf32.iter().any(|n| n.starts_with("slow path")), "{tf32:?}");
         assert!(notes(&kernel("bf16", "h200")).is_empty());
     }
 }

@@ -50,9 +50,18 @@ pub fn backend_refusal(spec: &KernelSpec, backend: Backend) -> Option<String> {
         ));
     }
     match backend {
-        Backend::Sm80 if !matches!(a, DType::F16 | DType::Bf16 | DType::F32 | DType::Tf32) => {
+        // The tensor cores' f32 sums truncate (see `codegen::sm80::check`): f32 inputs are
+        // computed on the CUDA cores, `tf32` ones on the tensor cores.
+        Backend::Sm80 | Backend::Sm90 if a == DType::F32 => {
+            return Some(
+                "f32 inputs are computed on CUDA cores (simt) to keep f32 accuracy; declare them \
+                 `tf32` for tensor cores at tf32 precision"
+                    .to_string(),
+            );
+        }
+        Backend::Sm80 if !matches!(a, DType::F16 | DType::Bf16 | DType::Tf32) => {
             return Some(format!(
-                "its mma.sync generator takes f16, bf16, tf32 and f32 inputs, not {a}"
+                "its mma.sync generator takes f16, bf16 and tf32 inputs, not {a}"
             ));
         }
         Backend::Sm80 if !target_has(hw, backend) => {
