@@ -357,7 +357,13 @@ impl LoadedKernel {
                 ShapeSym::N => shape.n,
                 ShapeSym::K => shape.k,
             };
-            i32::try_from(value).map_err(|_| bad_shape(format!("{sym:?} = {value} exceeds i32")))
+            if value > deepgemm::codegen::MAX_EXTENT {
+                return Err(bad_shape(format!(
+                    "{sym:?} = {value} exceeds the kernels' limit of {} (2^31 - 2^16)",
+                    deepgemm::codegen::MAX_EXTENT
+                )));
+            }
+            Ok(value as i32)
         };
         // The kernels index in 32-bit extents: refuse before anything is sized from the shape.
         for sym in [ShapeSym::M, ShapeSym::N, ShapeSym::K] {

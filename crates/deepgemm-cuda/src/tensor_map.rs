@@ -48,8 +48,13 @@ pub fn encode(
     let dims = [geometry.inner(), geometry.outer()];
     if dims.iter().any(|&d| d == 0 || d > u32::MAX as u64) {
         return Err(invalid(format!(
-            "extents {}x{} are outside TMA's 1..=2^32 range",
+            "extents {}x{} are outside TMA's 1..2^32 range",
             dims[0], dims[1]
+        )));
+    }
+    if pitch >= 1 << 40 {
+        return Err(invalid(format!(
+            "a pitch of {pitch} bytes is beyond TMA's 2^40 limit"
         )));
     }
     let strides = [pitch];

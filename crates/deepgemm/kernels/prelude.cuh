@@ -121,6 +121,10 @@ __device__ __forceinline__ float dg_round_i32(float x) { return (float)__float2i
 template <int GROUP_M>
 __device__ __forceinline__ void dg_tile_coords(int block, int tiles_m, int tiles_n,
                                                int& tile_m, int& tile_n) {
+  // int suffices: tiles are at least 8 wide and extents below 2^31 - 2^16
+  // (codegen::MAX_EXTENT), so GROUP_M * tiles_n < 2^31 for GROUP_M <= 8; 64-bit division here
+  // costs the sm90 consumers registers they do not have.
+  static_assert(GROUP_M >= 1 && GROUP_M <= 8, "raster groups of 1 to 8 tile rows");
   const int blocks_per_group = GROUP_M * tiles_n;
   const int group = block / blocks_per_group;
   const int first_tile_m = group * GROUP_M;

@@ -42,6 +42,7 @@ constexpr bool D_ROW = {{D_ROW}};        // D[M,N] row-major (N contiguous), els
 // Row-major D goes through a small shared-memory buffer per warp so that global stores are whole
 // 16-byte pieces of rows (a warp writes full 128-byte lines) instead of 4-byte pieces of 8 rows.
 constexpr bool STAGED_EPILOGUE = {{STAGED_EPILOGUE}};
+static_assert(STAGED_EPILOGUE == D_ROW, "row-major D is staged, column-major D stored directly");
 
 typedef {{IN_TYPE}} Element;  // A and B (16-bit)
 typedef {{D_TYPE}} ElementD;
@@ -466,8 +467,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         }
       } else {
-        const bool paired = D_ROW && (ldd % 2 == 0) &&
-                            (reinterpret_cast<unsigned long long>(gD) % (2 * sizeof(ElementD)) == 0);
+        // Column-major D (the only one stored from the registers): lanes of a fragment row write
+        // consecutive m of two columns.
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) {
 #pragma unroll
@@ -477,21 +478,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
             for (int j = 0; j < TILE_N / 8; ++j) {
               const int n = n0 + j * 8 + 2 * q;
-              const float v0 = acc[i][4 * j + 2 * h];
-              const float v1 = acc[i][4 * j + 2 * h + 1];
-              if (D_ROW) {
-                ElementD* out = gD + (long long)m * ldd + n;
-                if (paired && n + 1 < N) {
-                  dg_store2(out, epilogue(v0, m, n), epilogue(v1, m, n + 1));
-                } else {
-                  if (n < N) dg_store(out, epilogue(v0, m, n));
-                  if (n + 1 < N) dg_store(out + 1, epilogue(v1, m, n + 1));
-                }
-              } else {
-                ElementD* out = gD + (long long)n * ldd + m;
-                if (n < N) dg_store(out, epilogue(v0, m, n));
-                if (n + 1 < N) dg_store(out + ldd, epilogue(v1, m, n + 1));
-              }
+              ElementD* out = gD + (long long)n * ldd + m;
+              if (n < N) dg_store(out, epilogue(acc[i][4 * j + 2 * h], m, n));
+              if (n + 1 < N) dg_store(out + ldd, epilogue(acc[i][4 * j + 2 * h + 1], m, n + 1));
             }
           }
         }
@@ -500,5 +489,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   }
   // No block may leave while a cluster peer can still multicast into its shared memory or
   // arrive on its barriers.
-  if constexpr (CLUSTER_M > 1) dg_cluster_sync();
+  if constexpr (CLUSTER_M > 1) {
+    __syncwarp();  // the producer's lane 0 rejoins its warp before the aligned cluster barrier
+    dg_cluster_sync();
+  }
 }

@@ -100,16 +100,16 @@ mod spec_errors {
             replace: &[(8, "  shape { M = 1099511627776; N = 64; K = 64; }")],
             at: (8, 15),
             message: "`M` reaches 1099511627776, more than the kernel ABI holds: kernels take \
-                      `int M`, at most 2147483647 (2^31 - 1)",
-            hint: Some("split the problem into GEMMs of at most 2147483647 along M"),
+                      `int M`, at most 2147418112 (2^31 - 2^16)",
+            hint: Some("split the problem into GEMMs of at most 2147418112 along M"),
         },
         Case {
-            name: "2^31 is one past the int limit, in a range too",
-            replace: &[(8, "  shape { M = 64; N = 64; K in 1..=2147483648; }")],
+            name: "one past the limit, in a range too",
+            replace: &[(8, "  shape { M = 64; N = 64; K in 1..=2147418113; }")],
             at: (8, 32),
-            message: "`K` reaches 2147483648, more than the kernel ABI holds: kernels take \
-                      `int K`, at most 2147483647 (2^31 - 1)",
-            hint: Some("split the problem into GEMMs of at most 2147483647 along K"),
+            message: "`K` reaches 2147418113, more than the kernel ABI holds: kernels take \
+                      `int K`, at most 2147418112 (2^31 - 2^16)",
+            hint: Some("split the problem into GEMMs of at most 2147418112 along K"),
         },
         Case {
             name: "unknown dtype, with did-you-mean",

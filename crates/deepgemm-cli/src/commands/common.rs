@@ -129,7 +129,7 @@ pub fn parse_shape(text: &str) -> Result<Shape, String> {
         match value.parse::<u64>() {
             Ok(v) if v > limit => Err(format!(
                 "{name} = {v} is more than the kernel ABI holds: kernels take `int {name}`, at \
-                 most {limit} (2^31 - 1)"
+                 most {limit} (2^31 - 2^16)"
             )),
             Ok(v) if v >= 1 => Ok(v),
             _ => Err(format!("{name} = `{value}` must be a whole number >= 1")),

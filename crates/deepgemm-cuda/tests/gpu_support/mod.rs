@@ -396,5 +396,13 @@ pub fn sm90_schedules() -> Vec<Case> {
             .epilogue(Epilogue::AlphaBetaC)
             .constraints(FORCED[0]),
     );
+    // A cluster whose second block's A box lies wholly below M (M <= TILE_M), and ping-pong with
+    // K below one tile and exactly one k-tile.
+    for m in [1, 64] {
+        cases.push(Case::new("bf16", "bf16", (m, 2000, 1000)).constraints("CLUSTER_M == 2;"));
+    }
+    for k in [7, 64] {
+        cases.push(Case::new("bf16", "bf16", (300, 700, k)).constraints(FORCED[0]));
+    }
     cases
 }

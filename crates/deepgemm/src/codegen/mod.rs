@@ -42,8 +42,10 @@ pub struct GeneratedKernel {
     pub plan: Plan,
 }
 
-/// The largest M, N or K a kernel takes: extents are `int` parameters (`check` refuses more).
-pub const MAX_EXTENT: u64 = i32::MAX as u64;
+/// The largest M, N or K a kernel takes (`check` and the launcher refuse more): extents are `int`
+/// parameters, and the kernels add up to a tile (at most 256) or a 2-block cluster's worth of
+/// rows to them in `int` arithmetic, so 2^16 of headroom below 2^31 keeps every sum in range.
+pub const MAX_EXTENT: u64 = (1 << 31) - (1 << 16);
 
 /// The most blocks a launch has: `grid.x` is at most 2^31 - 1 (the search prunes bigger grids).
 pub const MAX_GRID_BLOCKS: u64 = i32::MAX as u64;
@@ -186,6 +188,12 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
     let tile = plan.tile;
     if tile.m == 0 || tile.n == 0 || tile.k == 0 {
         return fail(format!("empty tile {}x{}x{}", tile.m, tile.n, tile.k));
+    }
+    if !(1..=8).contains(&plan.raster.group_m) {
+        return fail(format!(
+            "raster groups of {} tile rows: the tile order takes 1 to 8",
+            plan.raster.group_m
+        ));
     }
     if plan.split_k != 1 {
         return fail(format!(

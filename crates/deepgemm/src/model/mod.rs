@@ -373,7 +373,12 @@ pub fn predict(spec: &KernelSpec, plan: &Plan, shape: Shape) -> Prediction {
 /// [`predict`] for an already extracted [`Problem`] (the search reuses one per bucket).
 pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Prediction {
     let shape = problem.shape;
-    let geo = Geometry::new(shape, plan.tile, plan.split_k);
+    let mut geo = Geometry::new(shape, plan.tile, plan.split_k);
+    // A cluster's blocks take vertically adjacent tiles: an odd tile row count leaves the last
+    // cluster's second block without a tile, but it holds an SM all the same (one tile row of a
+    // decode-sized M: half the grid).
+    let cluster_m = plan.cluster_m.max(1) as u64;
+    geo.blocks = geo.tiles_m.next_multiple_of(cluster_m) * geo.tiles_n * geo.split_k;
     let regs = registers::analyze(plan, problem.a.size_bytes(), hw);
     let smem_bytes = plan.smem_bytes();
     let occupancy = schedule::occupancy(plan, smem_bytes, regs.total, hw);

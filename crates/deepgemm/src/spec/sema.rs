@@ -418,7 +418,7 @@ impl Cx<'_> {
                 entry.span,
                 format!(
                     "`{sym}` reaches {largest}, more than the kernel ABI holds: kernels take \
-                     `int {sym}`, at most {MAX_EXTENT} (2^31 - 1)"
+                     `int {sym}`, at most {MAX_EXTENT} (2^31 - 2^16)"
                 ),
             )
             .hint = Some(format!(
