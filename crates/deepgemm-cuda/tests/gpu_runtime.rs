@@ -53,7 +53,12 @@ fn gpu_bad_operands_are_refused() {
     );
     expect(
         &|a| a.shape = Shape::new(64, 64, 3_000_000_000),
-        "exceeds i32",
+        "exceeds the kernels' limit of 2147418112",
+    );
+    // The limit keeps 2^16 of headroom below 2^31 for the kernels' int arithmetic.
+    expect(
+        &|a| a.shape = Shape::new(64, 64, deepgemm::codegen::MAX_EXTENT + 1),
+        "exceeds the kernels' limit of 2147418112",
     );
     expect(&|a| a.operands.retain(|o| o.name != "B"), "operand `B`");
     // The good launch still works after all that, and nothing was corrupted.
