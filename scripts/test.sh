@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README.md): everything that runs without a GPU.
 #
-# It installs NVRTC 13.0 (the compiler DeepGEMM uses; no GPU needed) into .cuda-tools/ when it is
+# It installs NVRTC 13.0 (the compiler DeepGEMM uses; no GPU needed) and cuobjdump (the SASS checks)
+# into .cuda-tools/ when they are
 # missing, so that every generated kernel is compiled in CI, then checks formatting and lints and
 # runs all CPU tests. The tests that need NVRTC fail without it (DEEPGEMM_SKIP_NVRTC=1 would skip
 # them; this script unsets it). GPU tests (named gpu_*) are left out here: they run on the
@@ -10,16 +11,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NVRTC_DIR="$PWD/.cuda-tools/nvidia/cu13/lib"
-if [ ! -e "$NVRTC_DIR/libnvrtc.so.13" ]; then
-  echo "installing NVRTC 13.0 into .cuda-tools/ (pip package nvidia-cuda-nvrtc)"
-  python3 -m pip install --quiet --disable-pip-version-check --target .cuda-tools 'nvidia-cuda-nvrtc==13.0.*'
-fi
-# cuobjdump (and the nvdisasm it runs) for the SASS checks of the sm90 kernels: HGMMA, no local
-# memory.
-if [ ! -x "$PWD/.cuda-tools/nvidia/cu13/bin/cuobjdump" ]; then
-  echo "installing cuobjdump and nvdisasm 13.2 into .cuda-tools/"
-  python3 -m pip install --quiet --disable-pip-version-check --target .cuda-tools \
-    'nvidia-cuda-cuobjdump==13.2.*' 'nvidia-cuda-nvdisasm==13.2.*'
+CUOBJDUMP="$PWD/.cuda-tools/nvidia/cu13/bin/cuobjdump"
+# NVRTC, and cuobjdump with the nvdisasm it runs for the SASS checks of the sm90 kernels (HGMMA,
+# no local memory). One pip call for all three: `pip --target` skips a package whose top-level
+# folder (nvidia/) is already there, so a second call would install nothing.
+if [ ! -e "$NVRTC_DIR/libnvrtc.so.13" ] || [ ! -x "$CUOBJDUMP" ]; then
+  echo "installing NVRTC 13.0, cuobjdump and nvdisasm 13.2 into .cuda-tools/ (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target .cuda-tools \
+    'nvidia-cuda-nvrtc==13.0.*' 'nvidia-cuda-cuobjdump==13.2.*' 'nvidia-cuda-nvdisasm==13.2.*'
 fi
 export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The test command requires NVRTC: no opt-out may turn a missing compiler into skipped tests.
