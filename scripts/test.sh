@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README.md): everything that runs without a GPU.
 #
-# It installs NVRTC 13.0 (the compiler DeepGEMM uses; no GPU needed) and cuobjdump (the SASS checks)
-# into .cuda-tools/ when they are
-# missing, so that every generated kernel is compiled in CI, then checks formatting and lints and
-# runs all CPU tests. The tests that need NVRTC fail without it (DEEPGEMM_SKIP_NVRTC=1 would skip
+# It installs NVRTC 13.0 (the compiler DeepGEMM uses; no GPU needed) and cuobjdump (for the SASS
+# checks) into .cuda-tools/ when they are missing, so that every generated kernel is compiled in
+# CI, then checks formatting and lints and runs all CPU tests. The tests that need NVRTC fail without it (DEEPGEMM_SKIP_NVRTC=1 would skip
 # them; this script unsets it). GPU tests (named gpu_*) are left out here: they run on the
 # GPU machine through scripts/gpu.sh and never pass without a GPU.
 set -euo pipefail
