@@ -268,7 +268,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 
   if (wg == 0) {
     // ---- producer ----
-    dg_setmaxnreg_dec<40>();
+    dg_setmaxnreg_dec<{{PRODUCER_REGISTERS}}>();
     if (threadIdx.x == 0) {
       int stage = 0;
       unsigned phase = 0;

@@ -6,6 +6,7 @@ use super::abi::element_type;
 use super::epilogue::scales_of;
 use super::{unsupported, CodegenError, TensorMapArg};
 use crate::dtype::DType;
+use crate::hw::Hardware;
 use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile};
 use crate::spec::{KernelSpec, Layout, Role};
 
@@ -24,8 +25,6 @@ const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 1024;
 const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// Accumulator registers per consumer thread beyond which the consumers would spill.
 const MAX_ACCUMULATORS_PER_THREAD: u32 = 128;
-/// Registers the producer warpgroup keeps after `setmaxnreg.dec`.
-pub const PRODUCER_REGISTERS: u32 = 40;
 /// Global strides and base addresses TMA can read: multiples of 16 bytes.
 pub const TMA_ALIGNMENT_BYTES: u32 = 16;
 
@@ -69,10 +68,11 @@ pub fn smem_layout(spec: &KernelSpec, tile: Tile, consumers: u32) -> SmemLayout 
 }
 
 /// Registers each consumer thread may use after `setmaxnreg.inc`: what the register file leaves
-/// once the producer warpgroup is down to `PRODUCER_REGISTERS`, in multiples of 8, at most 240.
-pub fn consumer_registers(consumers: u32, regs_per_sm: u32) -> u32 {
-    let left = regs_per_sm / 128 - PRODUCER_REGISTERS;
-    (left / consumers / 8 * 8).min(240)
+/// once the producer warpgroup is down to the hardware file's `producer_regs_sm90` (the one
+/// figure the kernel and the model's register layer share), in multiples of 8, at most 240.
+pub fn consumer_registers(consumers: u32, hw: &Hardware) -> u32 {
+    let left = (hw.regs_per_sm / 128).saturating_sub(hw.calibration.producer_regs_sm90);
+    (left / consumers.max(1) / 8 * 8).min(240)
 }
 
 fn is_k_major(spec: &KernelSpec, role: Role) -> bool {
@@ -88,6 +88,13 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
         return Err(fail(format!(
             "needs wgmma and TMA (sm_90a); target {} is {}",
             hw.name, hw.arch
+        )));
+    }
+    let producer = hw.calibration.producer_regs_sm90;
+    if !(24..=256).contains(&producer) || !producer.is_multiple_of(8) {
+        return Err(fail(format!(
+            "calibration.producer_regs_sm90 = {producer}: setmaxnreg takes a multiple of 8 in \
+             24..=256"
         )));
     }
     let (a, b) = (spec.a(), spec.b());
@@ -264,7 +271,11 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         (
             "CONSUMER_REGISTERS",
-            consumer_registers(consumers, spec.hardware.regs_per_sm).to_string(),
+            consumer_registers(consumers, &spec.hardware).to_string(),
+        ),
+        (
+            "PRODUCER_REGISTERS",
+            spec.hardware.calibration.producer_regs_sm90.to_string(),
         ),
         ("WGMMA", wgmma_wrapper(spec, plan.tile.n)),
     ]
@@ -344,11 +355,12 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
             }
         ),
         format!(
-            "threads: {} = 1 producer warpgroup ({PRODUCER_REGISTERS} registers) + {consumers} \
+            "threads: {} = 1 producer warpgroup ({} registers) + {consumers} \
              consumer warpgroup(s) ({} registers), {}: {rows_each} rows each as {} \
              wgmma.m64n{}k16 per k16 step",
             plan.warps.threads,
-            consumer_registers(consumers, spec.hardware.regs_per_sm),
+            spec.hardware.calibration.producer_regs_sm90,
+            consumer_registers(consumers, &spec.hardware),
             if plan.warps.pingpong() {
                 "ping-pong (whole tiles in turn; one's epilogue under the other's main loop)"
             } else {
