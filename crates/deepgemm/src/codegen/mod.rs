@@ -181,6 +181,32 @@ fn require_block_per_tile(backend: Backend, plan: &Plan) -> Result<(), CodegenEr
     Ok(())
 }
 
+/// For the tensor-core backends: they accumulate in f32 and do not dequantize scaled inputs
+/// (`instruction` names the mma in the message).
+fn require_unscaled_f32_accumulation(
+    backend: Backend,
+    spec: &KernelSpec,
+    instruction: &str,
+) -> Result<(), CodegenError> {
+    if spec.accumulate != crate::dtype::DType::F32 {
+        return Err(unsupported(
+            backend,
+            format!(
+                "accumulate {} is not supported ({instruction} accumulates in f32 here)",
+                spec.accumulate
+            ),
+        ));
+    }
+    let scales = [spec.a(), spec.b()].map(|o| epilogue::scales_of(spec, o));
+    if let Some(scale) = scales.iter().flatten().next() {
+        return Err(unsupported(
+            backend,
+            format!("scale operand `{}` needs the simt backend", scale.name),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `plan` can be generated for `spec`; the error names the first reason it cannot.
 pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let backend = plan.backend;

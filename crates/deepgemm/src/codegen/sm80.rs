@@ -1,8 +1,7 @@
 //! The sm80 backend: cp.async multistage ring, ldmatrix and mma.sync (`kernels/sm80_gemm.cu`).
 
 use super::abi::element_type;
-use super::epilogue::scales_of;
-use super::{require_block_per_tile, unsupported, CodegenError};
+use super::{require_block_per_tile, require_unscaled_f32_accumulation, unsupported, CodegenError};
 use crate::dtype::DType;
 use crate::plan::{Backend, Plan, SmemSwizzle};
 use crate::spec::{KernelSpec, Layout};
@@ -73,18 +72,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             a.dtype, b.dtype
         )));
     }
-    if spec.accumulate != DType::F32 {
-        return Err(fail(format!(
-            "accumulate {} is not supported (mma.sync accumulates in f32 here)",
-            spec.accumulate
-        )));
-    }
-    if let Some(scale) = scales_of(spec, a).first().or(scales_of(spec, b).first()) {
-        return Err(fail(format!(
-            "scale operand `{}` needs the simt backend",
-            scale.name
-        )));
-    }
+    require_unscaled_f32_accumulation(Backend::Sm80, spec, "mma.sync")?;
 
     let (tile, warps) = (plan.tile, plan.warps);
     if warps.producer_warpgroups != 0 {

@@ -3,8 +3,7 @@
 //! clusters that multicast B (`kernels/sm90_gemm.cu`). Hopper only (`sm_90a`).
 
 use super::abi::element_type;
-use super::epilogue::scales_of;
-use super::{unsupported, CodegenError, TensorMapArg};
+use super::{require_unscaled_f32_accumulation, unsupported, CodegenError, TensorMapArg};
 use crate::dtype::DType;
 use crate::hw::Hardware;
 use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile};
@@ -105,18 +104,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             a.dtype, b.dtype
         )));
     }
-    if spec.accumulate != DType::F32 {
-        return Err(fail(format!(
-            "accumulate {} is not supported (wgmma accumulates in f32 here)",
-            spec.accumulate
-        )));
-    }
-    if let Some(scale) = scales_of(spec, a).first().or(scales_of(spec, b).first()) {
-        return Err(fail(format!(
-            "scale operand `{}` needs the simt backend",
-            scale.name
-        )));
-    }
+    require_unscaled_f32_accumulation(Backend::Sm90, spec, "wgmma")?;
     let (tile, warps) = (plan.tile, plan.warps);
     if tile.k * a.dtype.size_bytes() != TILE_K_BYTES {
         return Err(fail(format!(
