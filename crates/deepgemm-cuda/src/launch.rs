@@ -380,9 +380,8 @@ impl LoadedKernel {
         let grid = (blocks as u32, grid_y, grid_z);
 
         // Check every operand the kernel takes, and decide which ones to repack.
-        let mut operand_ptrs = Vec::new();
-        // Each operand's dtype and geometry as the kernel sees it (after any repack).
-        let mut geometries: Vec<(String, DType, Geometry)> = Vec::new();
+        // Each operand as the kernel sees it (after any repack): name, address, dtype, geometry.
+        let mut bound_operands: Vec<(String, sys::CUdeviceptr, DType, Geometry)> = Vec::new();
         let mut repacks = Vec::new();
         for arg in &kernel.args {
             let KernelArg::Pointer(name) = arg else {
@@ -416,17 +415,16 @@ impl LoadedKernel {
             let aligned = bound.ptr.is_multiple_of(required)
                 && (!is_matrix || pitch.is_multiple_of(required));
             if aligned {
-                operand_ptrs.push((name.clone(), bound.ptr, bound.geometry.ld));
-                geometries.push((name.clone(), bound.dtype, bound.geometry));
+                bound_operands.push((name.clone(), bound.ptr, bound.dtype, bound.geometry));
                 continue;
             }
             let width = (bound.geometry.inner() * size) as usize;
             let height = bound.geometry.outer() as usize;
             let staged_pitch = (width as u64).next_multiple_of(REPACK_PITCH_ALIGN.max(required));
             let buffer = gpu.alloc(staged_pitch as usize * height)?;
-            operand_ptrs.push((name.clone(), buffer.ptr(), staged_pitch / size));
-            geometries.push((
+            bound_operands.push((
                 name.clone(),
+                buffer.ptr(),
                 bound.dtype,
                 Geometry {
                     ld: staged_pitch / size,
@@ -468,19 +466,19 @@ impl LoadedKernel {
                 entry: kernel.entry.clone(),
                 what,
             };
-            let find = |name: &str| operand_ptrs.iter().find(|(n, _, _)| n == name);
+            let find = |name: &str| bound_operands.iter().find(|(n, _, _, _)| n == name);
             values.push(match arg {
                 KernelArg::Pointer(name) => {
-                    let (_, ptr, _) = find(name).ok_or_else(|| missing(format!("`{name}`")))?;
+                    let (_, ptr, _, _) = find(name).ok_or_else(|| missing(format!("`{name}`")))?;
                     ArgValue::Pointer(*ptr)
                 }
                 KernelArg::LeadingDim(name) => {
-                    let (_, _, ld) = find(name).ok_or_else(|| {
+                    let (_, _, _, geometry) = find(name).ok_or_else(|| {
                         missing(format!(
                             "the leading dimension of `{name}`, which has no pointer"
                         ))
                     })?;
-                    ArgValue::LeadingDim(*ld as i64)
+                    ArgValue::LeadingDim(geometry.ld as i64)
                 }
                 KernelArg::Extent(sym) => ArgValue::Extent(extent(*sym)?),
                 KernelArg::Param(name) => {
@@ -493,12 +491,8 @@ impl LoadedKernel {
                     ArgValue::Pointer(workspace.as_ref().map_or(0, DeviceBuffer::ptr))
                 }
                 KernelArg::TensorMap(map) => {
-                    let (_, ptr, _) = find(&map.operand)
+                    let (_, ptr, dtype, geometry) = find(&map.operand)
                         .ok_or_else(|| missing(format!("the operand of `{}`", map.param)))?;
-                    let (_, dtype, geometry) = geometries
-                        .iter()
-                        .find(|(n, _, _)| n == &map.operand)
-                        .ok_or_else(|| missing(format!("the geometry of `{}`", map.operand)))?;
                     ArgValue::TensorMap(tensor_map::encode(map, *ptr, *dtype, geometry)?)
                 }
             });
