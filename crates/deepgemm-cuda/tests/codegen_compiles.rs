@@ -421,12 +421,38 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
             }
         }
     }
-    assert!(cases.len() >= 20, "{} sm90 configurations", cases.len());
+    // fp8 with block scales (two-level accumulation: twice the accumulators), D both ways.
+    let fp8_configs = [
+        ((128, 128), 6, 2, false, 2),
+        ((128, 112), 6, 2, false, 1),
+        ((64, 128), 8, 2, true, 2),
+        ((64, 64), 8, 1, false, 1),
+    ];
+    for d_layout in [Layout::Row, Layout::Col] {
+        let s = spec(&SpecShape {
+            input: DType::E4m3,
+            block_scales: true,
+            d_layout,
+            ..SpecShape::default()
+        });
+        for (tile, stages, consumers, pingpong, cluster) in fp8_configs {
+            let plan = sm90_plan(&s, tile, stages, consumers, pingpong, cluster);
+            deepgemm::codegen::check_supported(&s, &plan).unwrap();
+            let label = format!(
+                "sm90 e4m3 blocks r c {} {}",
+                layout_name(d_layout),
+                plan.label()
+            );
+            cases.push((label, s.clone(), plan));
+        }
+    }
+    assert!(cases.len() >= 28, "{} sm90 configurations", cases.len());
     check_all(&cases, &["sm_90a"]);
     check_sass(&cases);
 }
 
-/// The SASS of each sm90 case: `HGMMA` present (wgmma, not mma.sync's `HMMA`), no `LDL`/`STL`.
+/// The SASS of each sm90 case: `HGMMA` (`QGMMA` for fp8) present (wgmma, not mma.sync's
+/// `HMMA`), no `LDL`/`STL`.
 /// cuobjdump comes from `DEEPGEMM_CUOBJDUMP` or `.cuda-tools/nvidia/cu13/bin` (scripts/test.sh
 /// installs it there); without it the test fails, unless `DEEPGEMM_SKIP_NVRTC=1`.
 fn check_sass(cases: &[(String, KernelSpec, Plan)]) {
@@ -466,10 +492,16 @@ fn check_sass(cases: &[(String, KernelSpec, Plan)]) {
         );
         let sass = String::from_utf8_lossy(&out.stdout);
         let count = |op: &str| sass.matches(op).count();
-        if count("HGMMA") == 0 || count("LDL") > 0 || count("STL") > 0 {
+        // wgmma on 16-bit inputs is HGMMA, on fp8 QGMMA.
+        let mma = if spec.a().dtype.size_bytes() == 1 {
+            "QGMMA"
+        } else {
+            "HGMMA"
+        };
+        if count(mma) == 0 || count("LDL") > 0 || count("STL") > 0 {
             failures.push(format!(
-                "{label}: {} HGMMA, {} LDL, {} STL",
-                count("HGMMA"),
+                "{label}: {} {mma}, {} LDL, {} STL",
+                count(mma),
                 count("LDL"),
                 count("STL")
             ));

@@ -136,3 +136,12 @@ fn gpu_sm90_schedules() {
     assert!(reports.iter().any(|r| r.plan.contains(" pp")));
     assert!(reports.iter().any(|r| !r.plan.contains(" c2x1")));
 }
+
+/// fp8 on sm90 against the dequantized f64 reference (‖D−ref‖/‖ref‖ < 1e-2; issue 12): every
+/// scaling, both formats, ragged and misaligned shapes, epilogues and schedules.
+#[test]
+fn gpu_sm90_fp8() {
+    let reports = check_matrix(&gpu(), Backend::Sm90, &gpu_support::fp8());
+    assert!(reports.iter().all(|r| r.plan.starts_with("sm90")));
+    assert!(reports.iter().any(|r| r.repacked.iter().any(|n| n == "A")));
+}

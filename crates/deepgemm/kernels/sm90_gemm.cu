@@ -18,6 +18,10 @@
 // the consumers run the epilogue of the current one.
 // With CLUSTER_M = 2, the two blocks of a cluster compute vertically adjacent tiles that share
 // their B tile: each block loads half of it and the copy engine multicasts it to both.
+// With PROMOTE (fp8 inputs), accumulation has two levels: wgmma sums one k-tile's products into
+// `part` (its fp8 adds keep fewer bits than f32), and the consumer then adds `part` into the f32
+// sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
+// 128x128 recipe). The other consumer's wgmmas keep the tensor cores busy meanwhile.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};
@@ -32,9 +36,11 @@ constexpr int THREADS = 128 * (1 + CONSUMERS);
 constexpr int WG_M = PINGPONG ? TILE_M : TILE_M / CONSUMERS;  // rows of a tile per consumer
 constexpr int TILE_STRIDE = PINGPONG ? CONSUMERS : 1;  // a consumer's tiles, in ring order
 constexpr int STAGE_READERS = PINGPONG ? 1 : CONSUMERS;  // consumers that read each stage
-constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k16 step
+constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k step
 constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64 wgmma
-constexpr int K_STEPS = TILE_K / 16;
+constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
+// Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
+constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 
 constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
 constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
@@ -44,11 +50,16 @@ constexpr bool D_ROW = {{D_ROW}};        // D[M,N] row-major (N contiguous), els
 constexpr bool STAGED_EPILOGUE = {{STAGED_EPILOGUE}};
 static_assert(STAGED_EPILOGUE == D_ROW, "row-major D is staged, column-major D stored directly");
 
-typedef {{IN_TYPE}} Element;  // A and B (16-bit)
+typedef {{A_TYPE}} ElementA;
+typedef {{B_TYPE}} ElementB;
 typedef {{D_TYPE}} ElementD;
-static_assert(sizeof(Element) == 2 && TILE_K * sizeof(Element) == 128,
+constexpr int MMA_K = 32 / (int)sizeof(ElementA);  // wgmma's k: 16 (16-bit), 32 (fp8)
+constexpr int K_STEPS = TILE_K / MMA_K;
+static_assert(sizeof(ElementA) == sizeof(ElementB) && TILE_K * sizeof(ElementA) == 128,
               "a stage holds one 128-byte swizzle row of K");
-static_assert(WG_M % 64 == 0 && TILE_N % 8 == 0 && TILE_N <= 256, "wgmma is m64nNk16, N <= 256");
+static_assert(PROMOTE == (sizeof(ElementA) == 1), "fp8 products are promoted, 16-bit ones not");
+static_assert(!PROMOTE || (A_KMAJOR && B_KMAJOR), "wgmma reads fp8 operands K-major only");
+static_assert(WG_M % 64 == 0 && TILE_N % 8 == 0 && TILE_N <= 256, "wgmma is m64nNk, N <= 256");
 static_assert(A_KMAJOR || WG_M % 64 == 0, "MN-major A is staged in 64-row boxes");
 static_assert(B_KMAJOR || TILE_N % (64 * CLUSTER_M) == 0, "MN-major B is staged in 64-column boxes");
 static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
@@ -63,8 +74,9 @@ static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
 // MN-major operand: boxes of 64 M (or N) elements x TILE_K rows of K, one box after another.
 constexpr int A_STAGE_BYTES = {{A_STAGE_BYTES}};
 constexpr int B_STAGE_BYTES = {{B_STAGE_BYTES}};
-constexpr int MN_BOX_BYTES = 64 * TILE_K * 2;  // one 64-wide box of an MN-major operand
-static_assert(A_STAGE_BYTES == TILE_M * TILE_K * 2 && B_STAGE_BYTES == TILE_N * TILE_K * 2,
+constexpr int ROW_BYTES = 128;  // a K-major row of TILE_K elements
+constexpr int MN_BOX_BYTES = 64 * TILE_K * 2;  // one 64-wide box of an MN-major (16-bit) operand
+static_assert(A_STAGE_BYTES == TILE_M * ROW_BYTES && B_STAGE_BYTES == TILE_N * ROW_BYTES,
               "stage sizes differ from the plan");
 static_assert(A_STAGE_BYTES % 1024 == 0 && B_STAGE_BYTES % 1024 == 0,
               "stages keep the 1024-byte swizzle alignment");
@@ -215,6 +227,7 @@ __device__ __forceinline__ void dg_fence_acc(float (&d)[ACC]) {
 extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 {{BINDINGS}}
 {{EPILOGUE}}
+{{SPLIT_SCALES}}
 
   extern __shared__ __align__(16) unsigned char dg_smem[];
   // Dynamic shared memory is only 16-byte aligned by contract: round up (the plan reserves the
@@ -292,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           // This block's share of B: all of it, or one half multicast to both cluster blocks.
           if constexpr (B_KMAJOR) {
             constexpr int ROWS = TILE_N / CLUSTER_M;
-            const unsigned dst = b_dst + rank * ROWS * TILE_K * 2;
+            const unsigned dst = b_dst + rank * ROWS * ROW_BYTES;
             if constexpr (CLUSTER_M > 1) {
               dg_tma_load_multicast(dst, &tmap_b, full(stage), k0, n0 + rank * ROWS,
                                     (1u << CLUSTER_M) - 1);
@@ -328,6 +341,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int first_row = PINGPONG ? 0 : consumer * WG_M;  // this consumer's rows of a tile
     unsigned turn_phase = 0;  // ping-pong: parity of this consumer's next wait on turn()
     float acc[WG_MMAS][ACC];
+    // PROMOTE: one k-tile's partial sums, which wgmma writes and the promotion adds into acc
+    // (unused, and so allocated no registers, otherwise).
+    float part[WG_MMAS][ACC];
+    // wgmma's D fragment: thread (warp, lane) holds rows warp*16 + lane/4 (+8) and columns
+    // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
+    const int g = lane / 4, q = lane % 4;
 
     // Hands a stage back to the producer of every block of the cluster (one thread per
     // warpgroup; the count is STAGE_READERS x CLUSTER_M).
@@ -358,15 +377,49 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         turn_phase ^= 1;
       }
       for (int kt = 0; kt < k_tiles; ++kt) {
+        // PROMOTE: this k-tile's K-block scales of the thread's rows and columns, loaded before
+        // the stage wait so that their latency passes under it and the wgmmas (rows and columns
+        // outside D get 0: their partial sums are zero-filled anyway).
+        float row_scale[WG_MMAS][2];
+        float col_scale[TILE_N / 4];
+        if constexpr (PROMOTE) {
+          const int k0 = kt * TILE_K;
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int m = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
+              row_scale[i][h] = m < M ? block_scale_a(m, k0) : 0.0f;
+            }
+          if constexpr (B_SCALE_COLUMNS != 0 && TILE_N <= B_SCALE_COLUMNS &&
+                        B_SCALE_COLUMNS % TILE_N == 0) {
+            // The tile lies in one block of B's scale columns: one value for all.
+            const float s = n0 < N ? block_scale_b(k0, n0) : 0.0f;
+#pragma unroll
+            for (int c = 0; c < TILE_N / 4; ++c) col_scale[c] = s;
+          } else {
+#pragma unroll
+            for (int c = 0; c < TILE_N / 4; ++c) {
+              const int n = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
+              col_scale[c] = n < N ? block_scale_b(k0, n) : 0.0f;
+            }
+          }
+        }
         dg_mbar_wait(full(stage), phase);
         const unsigned a_stage = smem_a + stage * A_STAGE_BYTES;
         const unsigned b_stage = smem_b + stage * B_STAGE_BYTES;
 #pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+        for (int i = 0; i < WG_MMAS; ++i) {
+          if constexpr (PROMOTE) {
+            dg_fence_acc(part[i]);
+          } else {
+            dg_fence_acc(acc[i]);
+          }
+        }
         dg_wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < K_STEPS; ++ks) {
-          // B: the whole tile; K-major advances 32 bytes per k16 step inside the swizzled row,
+          // B: the whole tile; K-major advances 32 bytes per k step inside the swizzled row,
           // MN-major 16 rows of 128 bytes.
           const unsigned long long desc_b =
               B_KMAJOR ? dg_desc(b_stage + ks * 32, 16, 1024)
@@ -375,11 +428,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           for (int i = 0; i < WG_MMAS; ++i) {
             const int row = first_row + i * 64;  // this wgmma's first row in the tile
             const unsigned long long desc_a =
-                A_KMAJOR ? dg_desc(a_stage + row * 128 + ks * 32, 16, 1024)
+                A_KMAJOR ? dg_desc(a_stage + row * ROW_BYTES + ks * 32, 16, 1024)
                          : dg_desc(a_stage + (row / 64) * MN_BOX_BYTES + ks * 16 * 128,
                                    MN_BOX_BYTES, 1024);
-            // The first k16 step of a tile overwrites the accumulators (scale-d = 0).
-            dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
+            // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
+            // PROMOTE of the k-tile.
+            if constexpr (PROMOTE) {
+              dg_wgmma(part[i], desc_a, desc_b, ks > 0 ? 1 : 0);
+            } else {
+              dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
+            }
           }
         }
         dg_wgmma_commit();
@@ -387,27 +445,49 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
           dg_mbar_arrive(turn(1 - consumer));
         }
+        if constexpr (PROMOTE) {
+          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
+          // and add them in (the first k-tile initializes the sums).
 #pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
-        // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
-        // stage goes back to the producer.
-        dg_wgmma_wait<1>();
-        if (prev_stage >= 0) release(prev_stage);
-        prev_stage = stage;
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
+          dg_wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
+          release(stage);
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+            for (int j = 0; j < TILE_N / 8; ++j)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int r = 4 * j + 2 * h + e;
+                  const float s = row_scale[i][h] * col_scale[2 * j + e];
+                  acc[i][r] = kt == 0 ? s * part[i][r] : fmaf(s, part[i][r], acc[i][r]);
+                }
+        } else {
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+          // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
+          // stage goes back to the producer.
+          dg_wgmma_wait<1>();
+          if (prev_stage >= 0) release(prev_stage);
+          prev_stage = stage;
+        }
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
         }
       }
-      dg_wgmma_wait<0>();
+      if constexpr (!PROMOTE) {
+        dg_wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
-      release(prev_stage);
+        for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+        release(prev_stage);
+      }
 
-      // ---- epilogue: the spec's expression on each accumulator ----
-      // wgmma's D fragment: thread (warp, lane) holds rows warp*16 + lane/4 (+8) and columns
-      // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
-      const int g = lane / 4, q = lane % 4;
+      // ---- epilogue: the spec's expression on each accumulator (times the outer scales) ----
       if constexpr (STAGED_EPILOGUE) {
         // Per m64 slice and EPI_N columns: the warp writes its 16 x EPI_N results (the spec's
         // expression applied, converted to D) into its buffer, then reads them back as 16-byte
@@ -435,8 +515,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                 const int n = n0 + j * 8 + 2 * q;
                 const float a0 = acc[i][4 * j + 2 * h], a1 = acc[i][4 * j + 2 * h + 1];
                 // Outside D the expression is not evaluated (it may read C or a vector there).
-                const float v0 = (inside || (m < M && n < N)) ? epilogue(a0, m, n) : 0.0f;
-                const float v1 = (inside || (m < M && n + 1 < N)) ? epilogue(a1, m, n + 1) : 0.0f;
+                const float v0 =
+                    (inside || (m < M && n < N)) ? epilogue(outer_scale(a0, m, n), m, n) : 0.0f;
+                const float v1 = (inside || (m < M && n + 1 < N))
+                                     ? epilogue(outer_scale(a1, m, n + 1), m, n + 1)
+                                     : 0.0f;
                 dg_stage_pair((const ElementD*)nullptr,
                               buf + dg_epi_offset(r, (j * 8 - c0 + 2 * q) * (int)sizeof(ElementD)),
                               v0, v1);
@@ -479,8 +562,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             for (int j = 0; j < TILE_N / 8; ++j) {
               const int n = n0 + j * 8 + 2 * q;
               ElementD* out = gD + (long long)n * ldd + m;
-              if (n < N) dg_store(out, epilogue(acc[i][4 * j + 2 * h], m, n));
-              if (n + 1 < N) dg_store(out + ldd, epilogue(acc[i][4 * j + 2 * h + 1], m, n + 1));
+              if (n < N) dg_store(out, epilogue(outer_scale(acc[i][4 * j + 2 * h], m, n), m, n));
+              if (n + 1 < N)
+                dg_store(out + ldd,
+                         epilogue(outer_scale(acc[i][4 * j + 2 * h + 1], m, n + 1), m, n + 1));
             }
           }
         }

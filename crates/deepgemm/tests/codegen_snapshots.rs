@@ -61,3 +61,17 @@ fn sm90_f16_pingpong_mn_major_col_d() {
     let kernel = generate(&spec, &plan, "v0").expect("a supported plan");
     insta::assert_snapshot!(kernel.source);
 }
+
+/// The sm90 fp8 kernel: e4m3 with DeepSeek's 1x128 / 128x128 block scales, two cooperating
+/// consumers promoting each k-tile's wgmma sums into f32 (two-level accumulation), a 2x1 cluster.
+#[test]
+fn sm90_e4m3_block_scaled_cooperative() {
+    let spec = spec(&SpecShape {
+        input: DType::E4m3,
+        block_scales: true,
+        ..SpecShape::default()
+    });
+    let plan = sm90_plan(&spec, (128, 128), 6, 2, false, 2);
+    let kernel = generate(&spec, &plan, "v0").expect("a supported plan");
+    insta::assert_snapshot!(kernel.source);
+}

@@ -34,6 +34,25 @@ pub struct Case {
     pub base_offset_bytes: u64,
     /// Constraints beyond the backend, e.g. a tiling that forces a schedule.
     pub constraints: &'static str,
+    /// B's dtype when it differs from A's (fp8 e4m3 x e5m2).
+    pub input_b: Option<&'static str>,
+    pub scaling: Scaling,
+}
+
+/// The FP8 scale tensors of a case (SPEC `scale_of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scaling {
+    None,
+    /// `f32[]` for both.
+    PerTensor,
+    /// `f32[M]` for A, `f32[N]` for B.
+    PerRowAndColumn,
+    /// DeepSeek's recipe: A `f32[M, K/128]` column-major (1x128), B `f32[N/128, K/128]` (128x128).
+    Blocks,
+    /// The same blocks with the other layout of each scale tensor.
+    BlocksTransposed,
+    /// A per row, B in 128x128 blocks: one scale in the epilogue, one at each promotion.
+    RowsAndBlocks,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +77,19 @@ impl Case {
             ld_pad: 0,
             base_offset_bytes: 0,
             constraints: "",
+            input_b: None,
+            scaling: Scaling::None,
         }
+    }
+
+    pub fn input_b(mut self, dtype: &'static str) -> Case {
+        self.input_b = Some(dtype);
+        self
+    }
+
+    pub fn scaling(mut self, scaling: Scaling) -> Case {
+        self.scaling = scaling;
+        self
     }
 
     pub fn constraints(mut self, constraints: &'static str) -> Case {
@@ -90,6 +121,23 @@ impl Case {
     pub fn dgml(&self, backend: Backend) -> String {
         let [la, lb, ld] = self.layouts;
         let (input, output) = (self.input, self.output);
+        let input_b = self.input_b.unwrap_or(input);
+        let scales = match self.scaling {
+            Scaling::None => "",
+            Scaling::PerTensor => "  input sa: f32[] scale_of A;\n  input sb: f32[] scale_of B;\n",
+            Scaling::PerRowAndColumn => {
+                "  input sa: f32[M] scale_of A;\n  input sb: f32[N] scale_of B;\n"
+            }
+            Scaling::Blocks => {
+                "  input sa: f32[M, K/128] col scale_of A;\n  input sb: f32[N/128, K/128] row scale_of B;\n"
+            }
+            Scaling::BlocksTransposed => {
+                "  input sa: f32[M, K/128] row scale_of A;\n  input sb: f32[N/128, K/128] col scale_of B;\n"
+            }
+            Scaling::RowsAndBlocks => {
+                "  input sa: f32[M] scale_of A;\n  input sb: f32[N/128, K/128] row scale_of B;\n"
+            }
+        };
         let Shape { m, n, k } = self.shape;
         let (extra, params, expr) = match self.epilogue {
             Epilogue::Plain => (String::new(), "", "acc"),
@@ -110,8 +158,8 @@ impl Case {
             ),
         };
         format!(
-            "kernel t {{\n  target h200;\n  input A: {input}[M, K] {la};\n  input B: {input}[K, N] {lb};\n\
-             {extra}  output D: {output}[M, N] {ld};\n{params}  accumulate f32;\n  epilogue D = {expr};\n\
+            "kernel t {{\n  target h200;\n  input A: {input}[M, K] {la};\n  input B: {input_b}[K, N] {lb};\n\
+             {scales}{extra}  output D: {output}[M, N] {ld};\n{params}  accumulate f32;\n  epilogue D = {expr};\n\
              shape {{ M = {m}; N = {n}; K = {k}; }}\n  constraints {{ backend == {backend}; {} }}\n}}\n",
             self.constraints
         )
@@ -129,8 +177,14 @@ impl Case {
 
     pub fn name(&self) -> String {
         format!(
-            "{}->{} {}{}{} {:?} {}{}{}{}",
+            "{}{}{}->{} {}{}{} {:?} {}{}{}{}",
             self.input,
+            self.input_b.map(|b| format!("x{b}")).unwrap_or_default(),
+            if self.scaling == Scaling::None {
+                String::new()
+            } else {
+                format!(" {:?}", self.scaling)
+            },
             self.output,
             &self.layouts[0][..1],
             &self.layouts[1][..1],
@@ -403,6 +457,79 @@ pub fn sm90_schedules() -> Vec<Case> {
     }
     for k in [7, 64] {
         cases.push(Case::new("bf16", "bf16", (300, 700, k)).constraints(FORCED[0]));
+    }
+    cases
+}
+
+/// fp8 on the sm90 kernel (two-level accumulation): every scaling, both formats and the mixed
+/// product, aligned and ragged shapes (K below and not a multiple of 128, M = 1, primes), ld = K+1
+/// and 1-byte-misaligned bases (repacked), the epilogues, and the schedules.
+pub fn fp8() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for scaling in [
+        Scaling::Blocks,
+        Scaling::PerTensor,
+        Scaling::PerRowAndColumn,
+        Scaling::BlocksTransposed,
+        Scaling::RowsAndBlocks,
+        Scaling::None,
+    ] {
+        for shape in [(256, 512, 1024), (127, 129, 255), (1000, 3000, 2000)] {
+            cases.push(Case::new("e4m3", "bf16", shape).scaling(scaling));
+        }
+    }
+    for (a, b) in [("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3")] {
+        cases.push(
+            Case::new(a, "bf16", (300, 700, 640))
+                .input_b(b)
+                .scaling(Scaling::Blocks),
+        );
+    }
+    for output in ["f16", "f32"] {
+        cases.push(Case::new("e4m3", output, (333, 444, 555)).scaling(Scaling::Blocks));
+    }
+    for shape in [
+        (1, 1, 1),
+        (1, 7168, 2048),
+        (17, 33, 65),
+        (64, 2112, 7168),
+        (4096, 7168, 2048),
+    ] {
+        cases.push(Case::new("e4m3", "bf16", shape).scaling(Scaling::Blocks));
+    }
+    cases.push(
+        Case::new("e4m3", "bf16", (4095, 4097, 4093))
+            .scaling(Scaling::Blocks)
+            .ld_pad(1),
+    );
+    cases.push(
+        Case::new("e4m3", "bf16", (127, 129, 255))
+            .scaling(Scaling::Blocks)
+            .base_offset(1),
+    );
+    cases.push(
+        Case::new("e4m3", "f32", (127, 129, 255))
+            .scaling(Scaling::PerTensor)
+            .layouts(["row", "col", "col"]),
+    );
+    for epilogue in [Epilogue::AlphaBetaC, Epilogue::BiasGeluTanh] {
+        cases.push(
+            Case::new("e4m3", "bf16", (257, 383, 640))
+                .scaling(Scaling::Blocks)
+                .epilogue(epilogue),
+        );
+    }
+    for constraints in [
+        "WARPGROUPS == 2; TILE_M == 64;",
+        "WARPGROUPS == 1; CLUSTER_M == 1;",
+        "WARPGROUPS == 2; TILE_M == 128; TILE_N == 112;",
+        "WARPGROUPS == 2; TILE_M == 128; TILE_N == 64; CLUSTER_M == 2;",
+    ] {
+        cases.push(
+            Case::new("e4m3", "bf16", (1000, 3000, 2000))
+                .scaling(Scaling::Blocks)
+                .constraints(constraints),
+        );
     }
     cases
 }

@@ -221,6 +221,85 @@ pub(crate) fn scale_code(spec: &KernelSpec) -> Result<String, CodegenError> {
     Ok(out)
 }
 
+/// FP8 scales as the sm90 kernel applies them, split by what they vary with: a K-block scale
+/// (`[M, K/128]` of A, `[N/128, K/128]` of B) multiplies each k-tile's partial sums when they are
+/// promoted into the f32 accumulators, so it must be constant over a k-tile of `tile_k`
+/// elements; the other scales (per tensor, per row, per column) do not depend on K and multiply
+/// the finished sum once, in the epilogue. For C++ this is:
+/// - `outer_scale(acc, m, n)`: the finished sum times the K-independent scales;
+/// - `block_scale_a(m, k)` / `block_scale_b(k, n)`: the K-block scales at an element of the
+///   k-tile (1 when there are none).
+pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String, CodegenError> {
+    let mut out = String::from(
+        "  // FP8 scales (codegen::epilogue::split_scale_code): K-block scales multiply each \
+         k-tile's\n  // partial sums as they are promoted; the others multiply the finished sum.\n",
+    );
+    let mut hoisted = Vec::new();
+    let mut outer = Vec::new();
+    for (operand, lambda, params, allowed) in [
+        (
+            spec.a(),
+            "block_scale_a",
+            "int m, int k",
+            [ShapeSym::M, ShapeSym::K],
+        ),
+        (
+            spec.b(),
+            "block_scale_b",
+            "int k, int n",
+            [ShapeSym::K, ShapeSym::N],
+        ),
+    ] {
+        let mut block = Vec::new();
+        for scale in scales_of(spec, operand) {
+            let factor = scale_factor(scale, &allowed)?;
+            let k_block = scale.dims.iter().find_map(|d| match d {
+                Dim::CeilDiv(ShapeSym::K, b) => Some(*b),
+                _ => None,
+            });
+            match k_block {
+                Some(b) if b % u64::from(tile_k) == 0 => block.push(factor),
+                Some(b) => {
+                    return Err(CodegenError::Epilogue(format!(
+                        "scale tensor `{}` changes every {b} elements of K, inside a k-tile of \
+                         {tile_k}",
+                        scale.name
+                    )))
+                }
+                None if scale.dims.is_empty() => {
+                    let name = format!("{}_scale", super::abi::ident(&scale.name));
+                    hoisted.push(format!(
+                        "  const float {name} = {factor};  // per-tensor scale, read once\n"
+                    ));
+                    outer.push(name);
+                }
+                None => outer.push(factor),
+            }
+        }
+        let body = if block.is_empty() {
+            "1.0f".to_string()
+        } else {
+            block.join(" * ")
+        };
+        out += &format!(
+            "  auto {lambda} = [&]({params}) -> float {{ return {body}; }};  // {} K-block \
+             scales\n",
+            operand.name
+        );
+    }
+    for line in hoisted {
+        out += &line;
+    }
+    let body = std::iter::once("acc".to_string())
+        .chain(outer)
+        .collect::<Vec<_>>()
+        .join(" * ");
+    out += &format!(
+        "  auto outer_scale = [&](float acc, int m, int n) -> float {{ return {body}; }};"
+    );
+    Ok(out)
+}
+
 /// One scale tensor read at the element's coordinates: each dim maps to a coordinate (`m`,
 /// `k / 128`, ...) and the tensor is dense in its declared layout.
 fn scale_factor(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, CodegenError> {

@@ -282,10 +282,15 @@ pub fn generate(
                     .into_iter()
                     .map(KernelArg::TensorMap),
             );
+            let mut values = sm90::values(spec, plan);
+            values.push((
+                "SPLIT_SCALES",
+                epilogue::split_scale_code(spec, plan.tile.k)?,
+            ));
             (
                 "sm90_gemm.cu",
                 sm90::TEMPLATE,
-                sm90::values(spec, plan),
+                values,
                 sm90::describe(spec, plan),
                 plan.warps.threads,
             )

@@ -7,7 +7,7 @@ use super::{require_unscaled_f32_accumulation, unsupported, CodegenError, Tensor
 use crate::dtype::DType;
 use crate::hw::Hardware;
 use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile};
-use crate::spec::{KernelSpec, Layout, Role};
+use crate::spec::{Dim, KernelSpec, Layout, Role, ShapeSym};
 
 pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
 
@@ -74,6 +74,23 @@ pub fn consumer_registers(consumers: u32, hw: &Hardware) -> u32 {
     (left / consumers.max(1) / 8 * 8).min(240)
 }
 
+fn is_fp8(dtype: DType) -> bool {
+    matches!(dtype, DType::E4m3 | DType::E5m2)
+}
+
+/// Whether the kernel sums each k-tile's products apart and promotes them into the f32
+/// accumulators (two-level accumulation): fp8 wgmma adds in limited precision, and a K-block
+/// scale can only be applied to a k-tile's partial sums.
+pub fn promotes(spec: &KernelSpec) -> bool {
+    is_fp8(spec.a().dtype)
+}
+
+/// f32 registers per consumer thread that hold results: `wg_m x tile_n` sums over 128 threads,
+/// twice when the kernel promotes (the sums and the k-tile's partial sums).
+pub fn accumulator_registers(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> u32 {
+    wg_m * tile_n / 128 * if promotes(spec) { 2 } else { 1 }
+}
+
 fn is_k_major(spec: &KernelSpec, role: Role) -> bool {
     match role {
         Role::A => spec.a().layout == Layout::Row,
@@ -97,14 +114,35 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
         )));
     }
     let (a, b) = (spec.a(), spec.b());
-    if a.dtype != b.dtype || !matches!(a.dtype, DType::F16 | DType::Bf16) {
+    let sixteen_bit = a.dtype == b.dtype && matches!(a.dtype, DType::F16 | DType::Bf16);
+    if !(sixteen_bit || is_fp8(a.dtype) && is_fp8(b.dtype)) {
         return Err(fail(format!(
-            "inputs {} x {}: this generator takes f16 or bf16 for both (fp8 and tf32 are not \
-             generated yet)",
+            "inputs {} x {}: this generator takes f16 or bf16 for both, or fp8 (e4m3, e5m2) for \
+             both (tf32 is not generated yet)",
             a.dtype, b.dtype
         )));
     }
-    require_unscaled_f32_accumulation(Backend::Sm90, spec, "wgmma")?;
+    if promotes(spec) {
+        // wgmma reads 8-bit operands K-major only (no transpose bit for them).
+        for (role, operand, want) in [(Role::A, a, "row"), (Role::B, b, "col")] {
+            if !is_k_major(spec, role) {
+                return Err(fail(format!(
+                    "fp8 wgmma reads K-major operands only: declare `{}` {want}-major (a \
+                     transposing repack is not generated yet)",
+                    operand.name
+                )));
+            }
+        }
+        if spec.accumulate != DType::F32 {
+            return Err(fail(format!(
+                "accumulate {} is not supported (fp8 products are promoted into f32)",
+                spec.accumulate
+            )));
+        }
+        super::epilogue::split_scale_code(spec, plan.tile.k)?;
+    } else {
+        require_unscaled_f32_accumulation(Backend::Sm90, spec, "wgmma")?;
+    }
     let (tile, warps) = (plan.tile, plan.warps);
     if tile.k * a.dtype.size_bytes() != TILE_K_BYTES {
         return Err(fail(format!(
@@ -142,12 +180,17 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             tile.n
         )));
     }
-    let accumulators = wg_m * tile.n / 128;
+    let accumulators = accumulator_registers(spec, wg_m, tile.n);
     if accumulators > MAX_ACCUMULATORS_PER_THREAD {
         return Err(fail(format!(
-            "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread; \
+            "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread{}; \
              at most {MAX_ACCUMULATORS_PER_THREAD}",
-            tile.n
+            tile.n,
+            if promotes(spec) {
+                " (the sums and one k-tile's fp8 partial sums)"
+            } else {
+                ""
+            }
         )));
     }
     if !(2..=MAX_STAGES).contains(&plan.stages) {
@@ -248,7 +291,10 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("A_KMAJOR", is_k_major(spec, Role::A).to_string()),
         ("B_KMAJOR", is_k_major(spec, Role::B).to_string()),
         ("D_ROW", (spec.d().layout == Layout::Row).to_string()),
-        ("IN_TYPE", element_type(input).to_string()),
+        ("A_TYPE", element_type(input).to_string()),
+        ("B_TYPE", element_type(spec.b().dtype).to_string()),
+        ("PROMOTE", promotes(spec).to_string()),
+        ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         (
             "STAGED_EPILOGUE",
@@ -269,13 +315,41 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
     ]
 }
 
-/// `dg_wgmma(d, desc_a, desc_b, scale_d)`: one `wgmma.mma_async` m64nNk16 with both operands
-/// in shared memory; its N/2 accumulator registers are spelled out, as PTX requires.
-fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
-    let dtype = match spec.a().dtype {
+/// Columns of D that share one K-block scale of B (`B_SCALE_COLUMNS`): 128 for `[N/128, K/128]`
+/// scales, 0 when B has no K-block scale.
+fn b_block_scale_columns(spec: &KernelSpec) -> u64 {
+    super::epilogue::scales_of(spec, spec.b())
+        .iter()
+        .filter(|s| {
+            s.dims
+                .iter()
+                .any(|d| matches!(d, Dim::CeilDiv(ShapeSym::K, _)))
+        })
+        .find_map(|s| {
+            s.dims.iter().find_map(|d| match d {
+                Dim::CeilDiv(ShapeSym::N, block) => Some(*block),
+                Dim::Sym(ShapeSym::N) => Some(1),
+                _ => None,
+            })
+        })
+        .unwrap_or(0)
+}
+
+fn ptx_type(dtype: DType) -> &'static str {
+    match dtype {
         DType::F16 => "f16",
-        _ => "bf16",
-    };
+        DType::Bf16 => "bf16",
+        DType::E4m3 => "e4m3",
+        _ => "e5m2",
+    }
+}
+
+/// `dg_wgmma(d, desc_a, desc_b, scale_d)`: one `wgmma.mma_async` m64nNk16 (m64nNk32 for fp8)
+/// with both operands in shared memory; its N/2 accumulator registers are spelled out, as PTX
+/// requires. 16-bit operands carry the transpose bits of MN-major layouts; fp8 ones have none.
+fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
+    let (a_type, b_type) = (ptx_type(spec.a().dtype), ptx_type(spec.b().dtype));
+    let k = 32 / spec.a().dtype.size_bytes();
     let regs = n / 2;
     let d_list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
     let outputs: Vec<String> = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect();
@@ -288,15 +362,18 @@ fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
     out += "  asm volatile(\n";
     out += "      \"{\\n .reg .pred p;\\n\"\n";
     out += &format!("      \" setp.ne.b32 p, %{}, 0;\\n\"\n", regs + 2);
-    out += &format!("      \" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}\"\n");
+    out += &format!("      \" wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{a_type}.{b_type}\"\n");
     let reg_lines: Vec<String> = d_list.chunks(16).map(|c| c.join(", ")).collect();
     out += &format!("      \" {{{}}}, \"\n", reg_lines.join(",\"\n      \" "));
+    let transposes = if promotes(spec) {
+        String::new()
+    } else {
+        format!(", {}, {}", trans(Role::A), trans(Role::B))
+    };
     out += &format!(
-        "      \" %{}, %{}, p, 1, 1, {}, {};\\n}}\\n\"\n",
+        "      \" %{}, %{}, p, 1, 1{transposes};\\n}}\\n\"\n",
         regs,
         regs + 1,
-        trans(Role::A),
-        trans(Role::B)
     );
     out += "      : ";
     for (i, chunk) in outputs.chunks(8).enumerate() {
@@ -321,7 +398,8 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
         }
     };
     let stage_bytes = plan.smem.a_stage_bytes + plan.smem.b_stage_bytes;
-    vec![
+    let mma_k = 32 / spec.a().dtype.size_bytes();
+    let mut lines = vec![
         format!(
             "stage ring: {} x {:.1} KiB = {:.1} KiB, 128-byte swizzle; A tile {}x{} {}, B tile {}x{} {}",
             plan.stages,
@@ -345,7 +423,7 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
         format!(
             "threads: {} = 1 producer warpgroup ({} registers) + {consumers} \
              consumer warpgroup(s) ({} registers), {}: {rows_each} rows each as {} \
-             wgmma.m64n{}k16 per k16 step",
+             wgmma.m64n{}k{mma_k} per k{mma_k} step",
             plan.warps.threads,
             spec.hardware.calibration.producer_regs_sm90,
             consumer_registers(consumers, &spec.hardware),
@@ -369,5 +447,13 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
                 "epilogue: stored from the accumulators (column-major D)".to_string()
             }
         },
-    ]
+    ];
+    if promotes(spec) {
+        lines.push(format!(
+            "accumulation: two-level; each k-tile's {} fp8 products are summed by wgmma apart and \
+             promoted into the f32 sums on the CUDA cores, times the K-block scales",
+            t.k
+        ));
+    }
+    lines
 }

@@ -43,7 +43,9 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
             let warp_n = t.n / plan.warps.warps_n.max(1);
             2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
         }
-        // wgmma reads A and B from shared memory through descriptors.
+        // wgmma reads A and B from shared memory through descriptors; fp8 products are summed
+        // apart per k-tile (a second set of accumulators) and promoted into the first.
+        Backend::Sm90 if input_bytes == 1 => accumulators,
         Backend::Sm90 => 0,
         // One column of A and one row of B of the (about square) thread tile per k.
         Backend::Simt => 2 * (accumulators as f64).sqrt().ceil() as u32,

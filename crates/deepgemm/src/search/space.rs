@@ -44,9 +44,14 @@ pub fn backend_refusal(spec: &KernelSpec, backend: Backend) -> Option<String> {
     let hw = &spec.hardware;
     let (a, b) = (spec.a().dtype, spec.b().dtype);
     let math = crate::model::schedule::math_dtype(a, backend);
-    if a != b && backend != Backend::Simt {
+    // wgmma multiplies e4m3 by e5m2 (the fp8 gradient GEMMs); other tensor-core products take
+    // one input dtype.
+    let fp8 = |d: DType| matches!(d, DType::E4m3 | DType::E5m2);
+    let mixed_fp8 = backend == Backend::Sm90 && fp8(a) && fp8(b);
+    if a != b && backend != Backend::Simt && !mixed_fp8 {
         return Some(format!(
-            "A is {a} and B is {b}; tensor-core plans take one input dtype"
+            "A is {a} and B is {b}; tensor-core plans take one input dtype (sm90 also takes \
+             e4m3 x e5m2)"
         ));
     }
     match backend {

@@ -704,7 +704,9 @@ impl Cx<'_> {
         let a = operands.iter().flatten().find(|o| o.role == Role::A);
         let b = operands.iter().flatten().find(|o| o.role == Role::B);
         if let (Some(a), Some(b)) = (a, b) {
-            if a.dtype != b.dtype {
+            // e4m3 x e5m2 is the fp8 training product (gradients in e5m2); wgmma takes it.
+            let fp8 = |d: DType| matches!(d, DType::E4m3 | DType::E5m2);
+            if a.dtype != b.dtype && !(fp8(a.dtype) && fp8(b.dtype)) {
                 let span = decl_span(decls, &b.name);
                 self.error(
                     span,
@@ -714,7 +716,7 @@ impl Cx<'_> {
                     ),
                 )
                 .hint = Some(format!(
-                    "mixed-precision inputs are not supported in v1; cast B to {} before the GEMM",
+                    "mixed inputs are e4m3 x e5m2 only; cast B to {} before the GEMM",
                     a.dtype
                 ));
             }

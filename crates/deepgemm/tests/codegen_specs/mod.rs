@@ -280,7 +280,8 @@ pub fn sm90_plan(
         Tile {
             m: tile.0,
             n: tile.1,
-            k: 64,
+            // One 128-byte swizzle row of K.
+            k: 128 / spec.a().dtype.size_bytes(),
         },
         stages,
         layout,
