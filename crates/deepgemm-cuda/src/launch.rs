@@ -418,8 +418,19 @@ impl LoadedKernel {
                 bound_operands.push((name.clone(), bound.ptr, bound.dtype, bound.geometry));
                 continue;
             }
-            let width = (bound.geometry.inner() * size) as usize;
-            let height = bound.geometry.outer() as usize;
+            // A matrix keeps its rows (the kernel takes its leading dimension); a vector or a
+            // scale tensor is indexed densely, so it moves as one row of all its bytes.
+            let (width, height) = if is_matrix {
+                (
+                    (bound.geometry.inner() * size) as usize,
+                    bound.geometry.outer() as usize,
+                )
+            } else {
+                (
+                    (bound.geometry.inner() * bound.geometry.outer() * size) as usize,
+                    1,
+                )
+            };
             let staged_pitch = (width as u64).next_multiple_of(REPACK_PITCH_ALIGN.max(required));
             let buffer = gpu.alloc(staged_pitch as usize * height)?;
             bound_operands.push((
@@ -427,7 +438,11 @@ impl LoadedKernel {
                 buffer.ptr(),
                 bound.dtype,
                 Geometry {
-                    ld: staged_pitch / size,
+                    ld: if is_matrix {
+                        staged_pitch / size
+                    } else {
+                        bound.geometry.ld
+                    },
                     ..bound.geometry
                 },
             ));

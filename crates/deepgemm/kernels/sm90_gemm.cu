@@ -41,6 +41,15 @@ constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64
 constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
+// PROMOTE with two cooperating consumers: they issue their k-tiles' wgmmas in strict turn
+// (named barriers 1 and 2), so that the tensor cores run one's products while the other promotes
+// its partial sums; left alone the two run in step and both promote while the tensor cores idle.
+constexpr bool ALTERNATE = PROMOTE && !PINGPONG && CONSUMERS == 2;
+constexpr int ISSUED_BY_FIRST = 1, ISSUED_BY_SECOND = 2;  // the named barriers' ids
+// K-block scales of B a consumer thread keeps per k-tile (see load_scales).
+constexpr int COL_SCALES = B_SCALE_COLUMNS == 0 || B_SCALE_COLUMNS % TILE_N == 0 ? 1
+                           : B_SCALE_COLUMNS > TILE_N && B_SCALE_COLUMNS % 8 == 0 ? 2
+                           : TILE_N / 4;
 
 constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
 constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
@@ -89,6 +98,12 @@ constexpr int EPI_CHUNKS = EPI_ROW_BYTES / 16;  // 16-byte pieces per staged row
 constexpr int EPI_ELEMS = 16 / (int)sizeof(ElementD);  // elements per 16-byte piece
 static_assert({{EPILOGUE_BYTES}} == (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BYTES : 0),
               "epilogue buffers differ from the plan");
+
+// The first column of the second block of B's scale columns that a tile starting at n0 meets.
+__device__ __forceinline__ int second_scale_block(int n0) {
+  constexpr int block = B_SCALE_COLUMNS > 0 ? B_SCALE_COLUMNS : 1;
+  return (n0 / block + 1) * block;
+}
 
 // ---- PTX wrappers ---------------------------------------------------------------------------
 struct __align__(64) dg_tensor_map { unsigned long long opaque[16]; };  // a CUtensorMap
@@ -184,6 +199,13 @@ __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float 
 // r % 8, so the 8 rows a fragment store touches at once fall in distinct banks.
 __device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
   return r * EPI_ROW_BYTES + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
+}
+// Named barriers between the two consumer warpgroups (256 threads): one waits, one arrives.
+__device__ __forceinline__ void dg_named_sync(int id) {
+  asm volatile("bar.sync %0, 256;\n" :: "r"(id) : "memory");
+}
+__device__ __forceinline__ void dg_named_arrive(int id) {
+  asm volatile("bar.arrive %0, 256;\n" :: "r"(id) : "memory");
 }
 __device__ __forceinline__ void dg_prefetch_tensor_map(const dg_tensor_map* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
@@ -340,6 +362,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int warp = t / 32, lane = t % 32;
     const int first_row = PINGPONG ? 0 : consumer * WG_M;  // this consumer's rows of a tile
     unsigned turn_phase = 0;  // ping-pong: parity of this consumer's next wait on turn()
+    bool issued = false;      // ALTERNATE: whether this consumer has issued a k-tile yet
     float acc[WG_MMAS][ACC];
     // PROMOTE: one k-tile's partial sums, which wgmma writes and the promotion adds into acc
     // (unused, and so allocated no registers, otherwise).
@@ -361,6 +384,57 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
     };
 
+    // PROMOTE: k-tile kt's K-block scales of the thread's rows (two per m64 slice) and of its
+    // fragment columns, kept as compactly as B's scale blocks allow (rows and columns outside D
+    // get 0: their partial sums are zero-filled anyway). Tiles start on multiples of TILE_N, so
+    // when TILE_N divides B_SCALE_COLUMNS a tile lies in one block of scale columns (one value);
+    // when it is smaller but does not divide it (112 against 128, say) a tile spans at most two,
+    // each 8-column group of the fragment lying in one; otherwise every fragment column has its
+    // own.
+    auto load_scales = [&](int kt, int n0, int m0, float (&rows)[WG_MMAS][2],
+                           float (&cols)[COL_SCALES]) {
+      const int k0 = kt * TILE_K;
+#pragma unroll
+      for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
+          rows[i][h] = m < M ? block_scale_a(m, k0) : 0.0f;
+        }
+      if constexpr (COL_SCALES == 1) {
+        cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
+      } else if constexpr (COL_SCALES == 2) {
+        const int next_n = second_scale_block(n0);
+        cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
+        cols[1] = next_n < N && next_n < n0 + TILE_N ? block_scale_b(k0, next_n) : 0.0f;
+      } else {
+#pragma unroll
+        for (int c = 0; c < COL_SCALES; ++c) {
+          const int n = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
+          cols[c] = n < N ? block_scale_b(k0, n) : 0.0f;
+        }
+      }
+    };
+    // The scale of fragment column 2j + e (of 8-column group j), from what load_scales kept.
+    auto col_scale_at = [&](const float (&cols)[COL_SCALES], int j, int e, int n0) -> float {
+      if constexpr (COL_SCALES == 1) {
+        return cols[0];
+      } else if constexpr (COL_SCALES == 2) {
+        return n0 + 8 * j < second_scale_block(n0) ? cols[0] : cols[1];
+      } else {
+        return cols[2 * j + e];
+      }
+    };
+
+    // wgmma descriptors of stage 0 for this consumer's first rows of A and for B. A stage, a k
+    // step or an m64 slice adds its byte offset / 16 to the start-address field (bits 0-13),
+    // which never carries into the next field: shared-memory addresses stay below 2^18.
+    const unsigned long long a_desc0 =
+        A_KMAJOR ? dg_desc(smem_a + first_row * ROW_BYTES, 16, 1024)
+                 : dg_desc(smem_a + (first_row / 64) * MN_BOX_BYTES, MN_BOX_BYTES, 1024);
+    const unsigned long long b_desc0 =
+        B_KMAJOR ? dg_desc(smem_b, 16, 1024) : dg_desc(smem_b, MN_BOX_BYTES, 1024);
+
     // The block's tiles are numbered 0, 1, ... in ring order (tile i is cluster tile
     // cluster_id + i * clusters); this consumer takes every TILE_STRIDE-th from its own.
     for (long long tile = PINGPONG ? consumer : 0; cluster_id + tile * clusters < cluster_tiles;
@@ -376,38 +450,36 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
         turn_phase ^= 1;
       }
+      // PROMOTE: the K-block scales of the k-tile being promoted, for the thread's rows (two per
+      // m64 slice) and fragment columns; the sums start at zero.
+      float row_scale[WG_MMAS][2], col_scale[COL_SCALES];
+      if constexpr (PROMOTE) {
+        load_scales(0, n0, m0, row_scale, col_scale);
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+          for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
+      }
       for (int kt = 0; kt < k_tiles; ++kt) {
-        // PROMOTE: this k-tile's K-block scales of the thread's rows and columns, loaded before
-        // the stage wait so that their latency passes under it and the wgmmas (rows and columns
-        // outside D get 0: their partial sums are zero-filled anyway).
-        float row_scale[WG_MMAS][2];
-        float col_scale[TILE_N / 4];
+        // PROMOTE: the next k-tile's scales are loaded now, a whole k-tile before they are
+        // needed, so that their latency (an L2 round trip) passes under this one's wgmmas.
+        float next_row_scale[WG_MMAS][2], next_col_scale[COL_SCALES];
         if constexpr (PROMOTE) {
-          const int k0 = kt * TILE_K;
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int m = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
-              row_scale[i][h] = m < M ? block_scale_a(m, k0) : 0.0f;
-            }
-          if constexpr (B_SCALE_COLUMNS != 0 && TILE_N <= B_SCALE_COLUMNS &&
-                        B_SCALE_COLUMNS % TILE_N == 0) {
-            // The tile lies in one block of B's scale columns: one value for all.
-            const float s = n0 < N ? block_scale_b(k0, n0) : 0.0f;
-#pragma unroll
-            for (int c = 0; c < TILE_N / 4; ++c) col_scale[c] = s;
-          } else {
-#pragma unroll
-            for (int c = 0; c < TILE_N / 4; ++c) {
-              const int n = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
-              col_scale[c] = n < N ? block_scale_b(k0, n) : 0.0f;
-            }
-          }
+          if (kt + 1 < k_tiles) load_scales(kt + 1, n0, m0, next_row_scale, next_col_scale);
         }
         dg_mbar_wait(full(stage), phase);
-        const unsigned a_stage = smem_a + stage * A_STAGE_BYTES;
-        const unsigned b_stage = smem_b + stage * B_STAGE_BYTES;
+        if constexpr (ALTERNATE) {
+          // The first consumer issues after the second issued the previous k-tile, the second
+          // after the first issued this one.
+          if (consumer == 1) {
+            dg_named_sync(ISSUED_BY_FIRST);
+          } else if (issued) {
+            dg_named_sync(ISSUED_BY_SECOND);
+          }
+        }
+        // This stage's descriptors: the k steps and m64 slices below add their offsets.
+        const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
+        const unsigned long long b_desc_stage = b_desc0 + (unsigned)(stage * (B_STAGE_BYTES >> 4));
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) {
           if constexpr (PROMOTE) {
@@ -422,15 +494,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           // B: the whole tile; K-major advances 32 bytes per k step inside the swizzled row,
           // MN-major 16 rows of 128 bytes.
           const unsigned long long desc_b =
-              B_KMAJOR ? dg_desc(b_stage + ks * 32, 16, 1024)
-                       : dg_desc(b_stage + ks * 16 * 128, MN_BOX_BYTES, 1024);
+              b_desc_stage + (B_KMAJOR ? ks * 32 : ks * 16 * 128) / 16;
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) {
-            const int row = first_row + i * 64;  // this wgmma's first row in the tile
+            // This wgmma's 64 rows: 64 rows of 128 bytes further (K-major) or the next box.
             const unsigned long long desc_a =
-                A_KMAJOR ? dg_desc(a_stage + row * ROW_BYTES + ks * 32, 16, 1024)
-                         : dg_desc(a_stage + (row / 64) * MN_BOX_BYTES + ks * 16 * 128,
-                                   MN_BOX_BYTES, 1024);
+                a_desc_stage +
+                (A_KMAJOR ? i * 64 * ROW_BYTES + ks * 32 : i * MN_BOX_BYTES + ks * 16 * 128) / 16;
             // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
             // PROMOTE of the k-tile.
             if constexpr (PROMOTE) {
@@ -441,13 +511,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         }
         dg_wgmma_commit();
+        if constexpr (ALTERNATE) {
+          dg_named_arrive(consumer == 0 ? ISSUED_BY_FIRST : ISSUED_BY_SECOND);
+          issued = true;
+        }
         if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
           // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
           dg_mbar_arrive(turn(1 - consumer));
         }
         if constexpr (PROMOTE) {
           // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
-          // and add them in (the first k-tile initializes the sums).
+          // and add them in.
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
           dg_wgmma_wait<0>();
@@ -463,9 +537,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                   const int r = 4 * j + 2 * h + e;
-                  const float s = row_scale[i][h] * col_scale[2 * j + e];
-                  acc[i][r] = kt == 0 ? s * part[i][r] : fmaf(s, part[i][r], acc[i][r]);
+                  const float scale = row_scale[i][h] * col_scale_at(col_scale, j, e, n0);
+                  acc[i][r] = fmaf(scale, part[i][r], acc[i][r]);
                 }
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) {
+            row_scale[i][0] = next_row_scale[i][0];
+            row_scale[i][1] = next_row_scale[i][1];
+          }
+#pragma unroll
+          for (int c = 0; c < COL_SCALES; ++c) col_scale[c] = next_col_scale[c];
         } else {
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
@@ -571,6 +652,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         }
       }
     }
+    // ALTERNATE: the second consumer's last arrival is the first's to take, so that neither
+    // barrier is left half complete.
+    if (ALTERNATE && consumer == 0 && issued) dg_named_sync(ISSUED_BY_SECOND);
   }
   // No block may leave while a cluster peer can still multicast into its shared memory or
   // arrive on its barriers.
