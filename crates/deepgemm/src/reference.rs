@@ -236,9 +236,10 @@ fn distribution(spec: &KernelSpec, operand: &crate::spec::Operand) -> Distributi
         },
         _ if matches!(operand.dtype, DType::I8 | DType::I32) => Distribution::SmallIntegers,
         Role::A | Role::B => {
-            let scaled = spec.operands.iter().any(
-                |o| matches!(&o.role, Role::Scale { of, .. } if *of == operand.name),
-            );
+            let scaled = spec
+                .operands
+                .iter()
+                .any(|o| matches!(&o.role, Role::Scale { of, .. } if *of == operand.name));
             match crate::codec::fp8_max_finite(operand.dtype) {
                 Some(max) if scaled => Distribution::Fp8Codes { max },
                 _ => Distribution::Uniform(-1.0, 1.0),
@@ -1178,13 +1179,19 @@ mod tests {
         let sb = values("sb");
         assert_eq!(sb.len(), 64);
         assert!(sb.iter().all(|&v| v > 0.25 / 57344.0 && v < 4.0 / 57344.0));
-        let (lo, hi) = sb.iter().fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
+        let (lo, hi) = sb
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
         assert!(hi / lo > 4.0, "scales vary too little: {lo}..{hi}");
         let sa = values("sa");
         assert!(sa.len() == 1 && sa[0] > 0.25 / 448.0 && sa[0] < 4.0 / 448.0);
         // Dequantized, both operands are O(1) again.
-        let a = p.dequantized(&s, p.tensor("A").unwrap(), Operand::A).unwrap();
-        let b = p.dequantized(&s, p.tensor("B").unwrap(), Operand::B).unwrap();
+        let a = p
+            .dequantized(&s, p.tensor("A").unwrap(), Operand::A)
+            .unwrap();
+        let b = p
+            .dequantized(&s, p.tensor("B").unwrap(), Operand::B)
+            .unwrap();
         for rows in [&a.values, &b.values] {
             let peak = rows.iter().fold(0.0f32, |m, x| m.max(x.abs()));
             assert!(peak > 0.2 && peak < 4.0, "dequantized peak {peak}");
