@@ -406,7 +406,7 @@ pub fn map_fp8(
     for (name, dtype) in matrices {
         let o = operand(name)?;
         let ld_bytes = o.geometry.ld * dtype.size_bytes() as u64;
-        if ld_bytes % 16 != 0 || o.ptr % 16 != 0 {
+        if !ld_bytes.is_multiple_of(16) || !o.ptr.is_multiple_of(16) {
             return Err(unsupported(format!(
                 "FP8 cuBLASLt needs 16-byte aligned rows: `{name}` has a leading dimension of \
                  {} elements ({ld_bytes} bytes) at address offset {} mod 16",
@@ -453,7 +453,9 @@ pub fn map_fp8(
             }
         };
         // cuBLAS docs 3.1.4.5.1: "M and N must be multiples of 4" for the 128-block modes.
-        if modes.0 == ScaleMode::Vec128 && (shape.m % 4 != 0 || shape.n % 4 != 0) {
+        if modes.0 == ScaleMode::Vec128
+            && (!shape.m.is_multiple_of(4) || !shape.n.is_multiple_of(4))
+        {
             return Err(unsupported(format!(
                 "cuBLASLt's 1x128/128x128 scaling needs M and N multiples of 4 (M = {}, N = {})",
                 shape.m, shape.n
@@ -492,7 +494,7 @@ pub fn map_fp8(
             mode,
             layout,
             // "Starting addresses of scaling factors must be 16B aligned" (3.1.4.5.1).
-            in_place: same && o.ptr % 16 == 0,
+            in_place: same && o.ptr.is_multiple_of(16),
         }))
     };
     Ok(Fp8Mapping {
