@@ -5,7 +5,8 @@
 #   scripts/gpu.sh run [PART..]  on the GPU machine, building nothing; PARTs (default: all):
 #     tests      every gpu_* test (the correctness matrix), JUnit XML under $OUT
 #     sanitizer  compute-sanitizer memcheck over `deepgemm run` on edge shapes
-#     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode f32) vs cuBLASLt
+#     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode f32; any name of
+#                bench/suites/, e.g. BENCH_SUITES="fp8 fp8_tensor") vs cuBLASLt
 #     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
 #     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light, warp stalls, and stall
 #                samples per SASS instruction ($OUT/profile-sass.csv; the report is kept too)

@@ -73,7 +73,7 @@ pub enum CudaError {
     #[error("cuBLASLt cannot run this problem: {0}")]
     CublasUnsupported(String),
     #[error("cuBLASLt call {call} failed: {status}")]
-    Cublas { call: &'static str, status: String },
+    Cublas { call: String, status: String },
     #[error("kernel cache {path}: {message}")]
     Cache { path: String, message: String },
     #[error(transparent)]

@@ -281,3 +281,168 @@ fn gpu_a_wrong_result_is_reported_and_never_timed() {
         .timing
         .is_some_and(|t| t.runs >= 50 && t.median_us > 0.0));
 }
+
+// ---- The cuBLASLt FP8 baseline -----------------------------------------------------------
+//
+// Each case runs cuBLASLt on fresh scaled FP8 inputs and checks it against the dequantized
+// f32-accumulated reference (‖D − ref‖ / ‖ref‖ < 1e-2). The scales vary 16-fold from block to
+// block (reference.rs, `Distribution::Fp8Scale`), so a scale read from the wrong block, a
+// transposed scale tensor or the wrong stride fails the check; the control at the end shows
+// that it does.
+
+/// An e4m3 GEMM, A row-major and B col-major (cuBLASLt's FP8 form), with `scales` declared.
+fn fp8_spec(
+    scales: &str,
+    d: &str,
+    d_layout: &str,
+    shape: (u64, u64, u64),
+) -> deepgemm::spec::KernelSpec {
+    let (m, n, k) = shape;
+    gpu_support::parse(&format!(
+        "kernel fp8 {{ target h200; input A: e4m3[M, K] row; input B: e4m3[K, N] col; {scales} \
+         output D: {d}[M, N] {d_layout}; shape {{ M = {m}; N = {n}; K = {k}; }} }}"
+    ))
+}
+
+const PER_TENSOR: &str = "input sa: f32[] scale_of A; input sb: f32[] scale_of B;";
+const BLOCKS: &str =
+    "input sa: f32[M, K/128] col scale_of A; input sb: f32[N/128, K/128] row scale_of B;";
+/// The same blocks with each scale tensor in the other layout: both are repacked.
+const BLOCKS_TRANSPOSED: &str =
+    "input sa: f32[M, K/128] row scale_of A; input sb: f32[N/128, K/128] col scale_of B;";
+const CHANNELS: &str = "input sa: f32[M] scale_of A; input sb: f32[N] scale_of B;";
+
+/// Runs the baseline on `spec` and returns its check and the scale mode it reported.
+fn cublaslt_fp8(
+    gpu: &deepgemm_cuda::device::Gpu,
+    spec: &deepgemm::spec::KernelSpec,
+    shape: (u64, u64, u64),
+) -> (deepgemm::reference::Check, String) {
+    let shape = Shape::new(shape.0, shape.1, shape.2);
+    let seed = fresh_seed();
+    let options = RunOptions {
+        seed,
+        ..RunOptions::default()
+    };
+    let device = DeviceProblem::upload(gpu, spec, shape, &options).unwrap();
+    let baseline =
+        Baseline::new(gpu, spec, &device).unwrap_or_else(|e| panic!("{shape} (seed {seed}): {e}"));
+    device.poison_output(gpu).unwrap();
+    baseline.enqueue(gpu).unwrap();
+    let check = device.check(gpu, spec).unwrap();
+    println!("{shape} seed {seed}: {} -> {check:?}", baseline.label());
+    let mode = baseline.scale_mode().unwrap_or_default().to_string();
+    (check, mode)
+}
+
+fn assert_close(check: &deepgemm::reference::Check, what: &str) {
+    assert!(
+        check.unwritten == 0 && check.error.is_finite() && check.error < 1e-2,
+        "{what}: {check:?}"
+    );
+}
+
+#[test]
+fn gpu_cublaslt_fp8_per_tensor_matches_the_dequantized_reference() {
+    let gpu = gpu();
+    // A row-major D puts the spec's B in cuBLASLt's A slot, a col-major D does not: both
+    // assignments of sa/sb to the A/B scale pointers are exercised.
+    for (d, layout) in [
+        ("bf16", "row"),
+        ("bf16", "col"),
+        ("f16", "row"),
+        ("f32", "row"),
+    ] {
+        let shape = (256, 384, 512);
+        let spec = fp8_spec(PER_TENSOR, d, layout, shape);
+        let (check, mode) = cublaslt_fp8(&gpu, &spec, shape);
+        assert_eq!(mode, "A SCALAR_32F (sa) x B SCALAR_32F (sb)");
+        assert_close(&check, &format!("per tensor, {d} {layout} D"));
+    }
+}
+
+#[test]
+fn gpu_cublaslt_fp8_block_scaled_matches_the_dequantized_reference() {
+    let gpu = gpu();
+    for (scales, d_layout, shape, repacked) in [
+        // In place: sa is M-major with stride M, sb K-major with 4 K blocks per N block.
+        (BLOCKS, "row", (256, 384, 512), false),
+        (BLOCKS, "col", (256, 384, 512), false),
+        // K = 720: 6 K blocks, the last 80 wide; sb's rows are 6 apart, BLK128x128_32F's 8.
+        (BLOCKS, "row", (256, 200, 720), true),
+        (BLOCKS, "col", (136, 264, 720), true),
+        // Scale tensors in the other layouts, copied into cuBLASLt's.
+        (BLOCKS_TRANSPOSED, "row", (256, 384, 640), true),
+    ] {
+        let spec = fp8_spec(scales, "bf16", d_layout, shape);
+        let (check, mode) = cublaslt_fp8(&gpu, &spec, shape);
+        assert!(
+            mode.starts_with("A VEC128_32F (sa") && mode.contains("B BLK128x128_32F (sb"),
+            "{mode}"
+        );
+        assert_eq!(mode.contains("repacked"), repacked, "{mode}");
+        assert_close(&check, &format!("{scales} {d_layout} D {shape:?}"));
+    }
+}
+
+#[test]
+fn gpu_cublaslt_fp8_per_channel_matches_the_dequantized_reference() {
+    let gpu = gpu();
+    for d_layout in ["row", "col"] {
+        let shape = (256, 384, 512);
+        let spec = fp8_spec(CHANNELS, "bf16", d_layout, shape);
+        let (check, mode) = cublaslt_fp8(&gpu, &spec, shape);
+        assert_eq!(mode, "A OUTER_VEC_32F (sa) x B OUTER_VEC_32F (sb)");
+        assert_close(&check, &format!("per channel, {d_layout} D"));
+    }
+}
+
+/// The control: the same run with sb's values shifted by one block (what a wrong stride or a
+/// transposed scale tensor does) is off the reference by far more than the tolerance.
+#[test]
+fn gpu_cublaslt_fp8_check_catches_misplaced_scales() {
+    let gpu = gpu();
+    let shape = Shape::new(256, 384, 512);
+    let spec = fp8_spec(BLOCKS, "bf16", "row", (256, 384, 512));
+    let options = deepgemm::reference::ProblemOptions {
+        seed: fresh_seed(),
+        ..Default::default()
+    };
+    let problem = deepgemm::reference::Problem::generate(&spec, shape, &options).unwrap();
+    let mut shifted = problem.clone();
+    let sb = shifted.tensors.iter_mut().find(|t| t.name == "sb").unwrap();
+    sb.bytes.rotate_left(4);
+    let device = DeviceProblem::from_problem(&gpu, shifted, 0).unwrap();
+    let baseline = Baseline::new(&gpu, &spec, &device).unwrap();
+    device.poison_output(&gpu).unwrap();
+    baseline.enqueue(&gpu).unwrap();
+    let out = device.download_output(&gpu).unwrap();
+    // Checked against the problem with the scales where they belong.
+    let check = problem.check(&spec, &out).unwrap();
+    println!("misplaced sb: {check:?}");
+    assert!(check.unwritten == 0 && check.error > 0.1, "{check:?}");
+}
+
+/// What cuBLASLt's FP8 kernels do not take comes back as unsupported, with the reason.
+#[test]
+fn gpu_cublaslt_fp8_refusals_name_the_reason() {
+    let gpu = gpu();
+    for (scales, shape, reason) in [
+        (BLOCKS, (256, 384, 520), "16-byte aligned rows"),
+        (BLOCKS, (254, 384, 512), "multiples of 4"),
+        (
+            "input sa: f32[M, K/128] col scale_of A; input sb: f32[] scale_of B;",
+            (256, 384, 512),
+            "A in 1x128 blocks and B per tensor",
+        ),
+    ] {
+        let spec = fp8_spec(scales, "bf16", "row", shape);
+        let shape = Shape::new(shape.0, shape.1, shape.2);
+        let device = DeviceProblem::upload(&gpu, &spec, shape, &RunOptions::default()).unwrap();
+        match Baseline::new(&gpu, &spec, &device) {
+            Err(CudaError::CublasUnsupported(why)) => assert!(why.contains(reason), "{why}"),
+            Err(e) => panic!("{shape}: expected unsupported, got {e}"),
+            Ok(b) => panic!("{shape}: cuBLASLt accepted {}", b.label()),
+        }
+    }
+}

@@ -48,6 +48,16 @@ pub fn encode(dtype: DType, x: f64) -> Vec<u8> {
     out
 }
 
+/// The largest finite value of an FP8 dtype (448 for e4m3, 57344 for e5m2), where its rounding
+/// saturates; `None` for the other dtypes.
+pub fn fp8_max_finite(dtype: DType) -> Option<f64> {
+    match dtype {
+        DType::E4m3 => Some(E4M3.max_finite as f64),
+        DType::E5m2 => Some(E5M2.max_finite as f64),
+        _ => None,
+    }
+}
+
 /// [`encode`] into `out`, which holds exactly one element.
 pub fn encode_into(dtype: DType, x: f64, out: &mut [u8]) {
     let v = round_to(dtype, x) as f32;

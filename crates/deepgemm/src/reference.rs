@@ -202,20 +202,71 @@ fn mix(a: u64, b: u64) -> u64 {
     SplitMix64::new(a ^ b.wrapping_mul(0xd6e8_feb8_6659_fd93)).next_u64()
 }
 
-/// A value distribution per role: data in uniform(-1, 1); FP8 scales in [0.5, 2) so dequantized
-/// values stay well inside f32 and visibly differ from the raw codes; integers in [-8, 8].
-fn sample_value(rng: &mut SplitMix64, dtype: DType, role: &Role) -> f64 {
-    match (role, dtype) {
-        (Role::Scale { .. }, _) => rng.uniform(0.5, 2.0),
-        (_, DType::I8 | DType::I32) => rng.below(17) as f64 - 8.0,
-        _ => rng.uniform(-1.0, 1.0),
+/// How an operand's elements are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Distribution {
+    /// Uniform in (lo, hi), then rounded to the dtype: data in (-1, 1).
+    Uniform(f64, f64),
+    /// Integers in [-8, 8].
+    SmallIntegers,
+    /// An FP8 operand that has a scale: uniform over the whole finite range (-max, max) of its
+    /// format, as a tensor quantized by its absolute maximum is: the codes reach the largest
+    /// exponents, which (-1, 1) never would.
+    Fp8Codes { max: f64 },
+    /// The scale of such an operand: `2^u / max` with u uniform in (-2, 2), positive and
+    /// varying 16-fold between blocks, so the dequantized values are O(1) (as the unscaled
+    /// data's are) and a scale applied to the wrong block is visible in the error.
+    Fp8Scale { max: f64 },
+}
+
+/// FP8 scales without a dtype to size them by (a scale of a non-FP8 operand, which sema
+/// refuses): [0.5, 2), the range scales had before they followed the FP8 format.
+const PLAIN_SCALE: Distribution = Distribution::Uniform(0.5, 2.0);
+
+/// The distribution of `operand`'s elements in `spec`.
+fn distribution(spec: &KernelSpec, operand: &crate::spec::Operand) -> Distribution {
+    let fp8_max = |name: &str| {
+        spec.operand(name)
+            .and_then(|o| crate::codec::fp8_max_finite(o.dtype))
+    };
+    match &operand.role {
+        Role::Scale { of, .. } => match fp8_max(of) {
+            Some(max) => Distribution::Fp8Scale { max },
+            None => PLAIN_SCALE,
+        },
+        _ if matches!(operand.dtype, DType::I8 | DType::I32) => Distribution::SmallIntegers,
+        Role::A | Role::B => {
+            let scaled = spec
+                .operands
+                .iter()
+                .any(|o| matches!(&o.role, Role::Scale { of, .. } if *of == operand.name));
+            match crate::codec::fp8_max_finite(operand.dtype) {
+                Some(max) if scaled => Distribution::Fp8Codes { max },
+                _ => Distribution::Uniform(-1.0, 1.0),
+            }
+        }
+        _ => Distribution::Uniform(-1.0, 1.0),
+    }
+}
+
+fn sample_value(rng: &mut SplitMix64, distribution: Distribution) -> f64 {
+    match distribution {
+        Distribution::Uniform(lo, hi) => rng.uniform(lo, hi),
+        Distribution::SmallIntegers => rng.below(17) as f64 - 8.0,
+        Distribution::Fp8Codes { max } => rng.uniform(-max, max),
+        Distribution::Fp8Scale { max } => rng.uniform(-2.0, 2.0).exp2() / max,
     }
 }
 
 /// Elements generated per independently seeded chunk.
 const GENERATION_CHUNK: u64 = 1 << 16;
 
-fn generate_bytes(dtype: DType, role: &Role, geometry: Geometry, seed: u64) -> Vec<u8> {
+fn generate_bytes(
+    dtype: DType,
+    distribution: Distribution,
+    geometry: Geometry,
+    seed: u64,
+) -> Vec<u8> {
     let size = dtype.size_bytes() as usize;
     let mut bytes = vec![poison_byte(dtype); geometry.storage_elems() as usize * size];
     let line_bytes = geometry.ld as usize * size;
@@ -229,7 +280,7 @@ fn generate_bytes(dtype: DType, role: &Role, geometry: Geometry, seed: u64) -> V
         let mut rng = SplitMix64::new(mix(seed, chunk_index as u64));
         for line in chunk.chunks_mut(line_bytes) {
             for element in line[..inner_bytes].chunks_exact_mut(size) {
-                encode_into(dtype, sample_value(&mut rng, dtype, role), element);
+                encode_into(dtype, sample_value(&mut rng, distribution), element);
             }
         }
     });
@@ -291,7 +342,7 @@ impl Problem {
                 vec![poison_byte(operand.dtype); bytes as usize]
             } else {
                 let seed = mix(options.seed, index as u64 + 1);
-                generate_bytes(operand.dtype, &operand.role, geometry, seed)
+                generate_bytes(operand.dtype, distribution(spec, operand), geometry, seed)
             };
             tensors.push(HostTensor {
                 name: operand.name.clone(),
@@ -1075,6 +1126,87 @@ mod tests {
             (got - acc).abs() < 1e-5 * acc.abs().max(1.0),
             "{got} vs {acc}"
         );
+    }
+
+    #[test]
+    fn scaled_fp8_inputs_use_the_format_range_and_scales_undo_it() {
+        use ShapeSym::*;
+        // e4m3 A with a per-tensor scale, e5m2 B with 128x128 blocks.
+        let mut s = spec(
+            DType::E4m3,
+            DType::Bf16,
+            [Layout::Row, Layout::Col, Layout::Row],
+            Expr::Acc,
+        );
+        s.operands[1].dtype = DType::E5m2;
+        s.operands.push(SpecOperand {
+            name: "sa".into(),
+            direction: Direction::Input,
+            dtype: DType::F32,
+            dims: vec![],
+            layout: Layout::Row,
+            role: Role::Scale {
+                of: "A".into(),
+                granularity: ScaleGranularity::PerTensor,
+            },
+        });
+        s.operands.push(SpecOperand {
+            name: "sb".into(),
+            direction: Direction::Input,
+            dtype: DType::F32,
+            dims: vec![Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)],
+            layout: Layout::Row,
+            role: Role::Scale {
+                of: "B".into(),
+                granularity: ScaleGranularity::Block128x128,
+            },
+        });
+        let shape = Shape::new(64, 1024, 1024);
+        let p = Problem::generate(&s, shape, &ProblemOptions::default()).unwrap();
+        let values = |name: &str| {
+            let t = p.tensor(name).unwrap();
+            let g = t.geometry;
+            (0..g.rows)
+                .flat_map(|r| (0..g.cols).map(move |c| (r, c)))
+                .map(|(r, c)| t.element(r, c))
+                .collect::<Vec<f64>>()
+        };
+        let max_abs = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        // The codes reach the top binade of their format: above half the largest finite value.
+        assert!(max_abs(&values("A")) > 224.0 && max_abs(&values("A")) <= 448.0);
+        assert!(max_abs(&values("B")) > 28672.0 && max_abs(&values("B")) <= 57344.0);
+        // Scales: positive, within 2^±2 of 1/max, and not all alike.
+        let sb = values("sb");
+        assert_eq!(sb.len(), 64);
+        assert!(sb.iter().all(|&v| v > 0.25 / 57344.0 && v < 4.0 / 57344.0));
+        let (lo, hi) = sb
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
+        assert!(hi / lo > 4.0, "scales vary too little: {lo}..{hi}");
+        let sa = values("sa");
+        assert!(sa.len() == 1 && sa[0] > 0.25 / 448.0 && sa[0] < 4.0 / 448.0);
+        // Dequantized, both operands are O(1) again.
+        let a = p
+            .dequantized(&s, p.tensor("A").unwrap(), Operand::A)
+            .unwrap();
+        let b = p
+            .dequantized(&s, p.tensor("B").unwrap(), Operand::B)
+            .unwrap();
+        for rows in [&a.values, &b.values] {
+            let peak = rows.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            assert!(peak > 0.2 && peak < 4.0, "dequantized peak {peak}");
+        }
+        // Unscaled FP8 operands keep the (-1, 1) data of every other dtype.
+        let plain = spec(
+            DType::E4m3,
+            DType::Bf16,
+            [Layout::Row, Layout::Col, Layout::Row],
+            Expr::Acc,
+        );
+        let p = Problem::generate(&plain, Shape::new(8, 8, 64), &ProblemOptions::default());
+        let a = p.unwrap().tensor("A").unwrap().clone();
+        // (Rounded to e4m3, 0.97 becomes 1.0: the bound is inclusive.)
+        assert!((0..8).all(|r| (0..64).all(|k| a.element(r, k).abs() <= 1.0)));
     }
 
     #[test]

@@ -143,7 +143,7 @@ mod tests {
     #[test]
     fn shipped_suites_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/suites");
-        for name in ["llm", "square", "odd", "decode"] {
+        for name in ["llm", "square", "odd", "decode", "f32", "fp8", "fp8_tensor"] {
             let suite = Suite::load(&dir.join(format!("{name}.toml"))).unwrap();
             assert_eq!(suite.name, name);
             assert!(suite.spec.exists(), "{}", suite.spec.display());
@@ -151,5 +151,35 @@ mod tests {
         let decode = Suite::load(&dir.join("decode.toml")).unwrap();
         assert_eq!(decode.shapes.len(), 6 * 8);
         assert_eq!(Suite::load(&dir.join("llm.toml")).unwrap().shapes.len(), 18);
+        // The two FP8 suites measure the same shapes: 6 odd ones, then the llm suite's 18.
+        let fp8 = Suite::load(&dir.join("fp8.toml")).unwrap();
+        let tensor = Suite::load(&dir.join("fp8_tensor.toml")).unwrap();
+        assert_eq!(fp8.shapes.len(), 24);
+        assert_eq!(fp8.shapes, tensor.shapes);
+        let llm = Suite::load(&dir.join("llm.toml")).unwrap();
+        assert_eq!(fp8.shapes[6..], llm.shapes[..]);
+    }
+
+    /// `bench` plans each suite shape on its own (the spec's shape block replaced by it), so a
+    /// shape outside the spec's declared ones, or with K not a multiple of 128, must still plan.
+    #[test]
+    fn fp8_suites_plan_at_every_shape() {
+        use crate::spec::{DimDomain, ShapeSpec};
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/suites");
+        for name in ["fp8", "fp8_tensor"] {
+            let suite = Suite::load(&dir.join(format!("{name}.toml"))).unwrap();
+            let file = crate::spec::parse_file(&suite.spec).unwrap_or_else(|d| panic!("{d}"));
+            for shape in &suite.shapes {
+                let mut spec = file.kernels[0].clone();
+                spec.shape = ShapeSpec {
+                    m: DimDomain::Fixed(shape.m),
+                    n: DimDomain::Fixed(shape.n),
+                    k: DimDomain::Fixed(shape.k),
+                };
+                if let Err(e) = crate::search::search(&spec) {
+                    panic!("{name} {shape}: {e}");
+                }
+            }
+        }
     }
 }

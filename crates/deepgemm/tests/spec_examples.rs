@@ -107,6 +107,33 @@ mod spec_examples {
     }
 
     #[test]
+    fn fp8_per_tensor_example_has_scalar_scales_in_cublas_form() {
+        let k = &load("fp8_per_tensor.dgml").kernels[0];
+        for (scale, of) in [("sa", "A"), ("sb", "B")] {
+            assert_eq!(
+                k.operand(scale).map(|o| (o.role.clone(), o.dims.len())),
+                Some((
+                    Role::Scale {
+                        of: of.into(),
+                        granularity: ScaleGranularity::PerTensor
+                    },
+                    0
+                ))
+            );
+        }
+        // K-major A and B: the "TN" form cuBLASLt's FP8 kernels take.
+        assert_eq!(
+            (k.a().dtype, k.a().layout, k.b().layout, k.d().dtype),
+            (
+                DType::E4m3,
+                spec::Layout::Row,
+                spec::Layout::Col,
+                DType::Bf16
+            )
+        );
+    }
+
+    #[test]
     fn decode_and_odd_shapes() {
         let decode = &load("decode.dgml").kernels[0];
         assert_eq!(decode.shape.m, DimDomain::Range { lo: 1, hi: 256 });

@@ -14,6 +14,7 @@ use deepgemm::suite::Suite;
 use deepgemm_cuda::cublaslt::Baseline;
 use deepgemm_cuda::device::{Gpu, GpuInfo};
 use deepgemm_cuda::timing::{tflops, Timer, TimingOptions};
+use deepgemm_cuda::CudaError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -90,6 +91,13 @@ pub struct BenchRow {
     pub cublas_us: Option<f64>,
     pub cublas_tflops: Option<f64>,
     pub cublas_algo: Option<String>,
+    /// `ok`, `unsupported` (cuBLASLt cannot run this spec or shape: the reason is in `notes`),
+    /// `failed` (its result was off the reference: not timed) or `error` (a cuBLASLt call
+    /// failed); null when the shape stopped before the baseline (no plan, no inputs).
+    pub cublas_status: Option<&'static str>,
+    /// For FP8 inputs, the cuBLASLt scaling mode of A and of B, e.g.
+    /// `A VEC128_32F (sa) x B BLK128x128_32F (sb)`.
+    pub cublas_scale_mode: Option<String>,
     /// ours / cuBLAS TFLOP/s.
     pub ratio: Option<f64>,
     /// FLOP per byte of compulsory DRAM traffic.
@@ -244,6 +252,8 @@ fn bench_shape(
         cublas_us: None,
         cublas_tflops: None,
         cublas_algo: None,
+        cublas_status: None,
+        cublas_scale_mode: None,
         ratio: None,
         intensity: roof.intensity,
         roofline_tflops: roof.tflops,
@@ -297,21 +307,37 @@ fn bench_shape(
     match Baseline::new(gpu, &spec, &bench.device) {
         Ok(baseline) => {
             row.cublas_algo = Some(baseline.label().to_string());
+            row.cublas_scale_mode = baseline.scale_mode().map(str::to_string);
             match bench.cublas(&baseline) {
                 Ok(outcome) => match outcome.timing {
                     Some(t) => {
+                        row.cublas_status = Some("ok");
                         row.cublas_us = Some(t.median_us);
                         row.cublas_tflops = Some(tflops(shape, t.median_us));
                     }
-                    None => row.notes.push(format!(
-                        "cuBLASLt result off the reference by {:.2e}; not timed",
-                        outcome.check.error
-                    )),
+                    None => {
+                        row.cublas_status = Some("failed");
+                        row.notes.push(format!(
+                            "cuBLASLt result off the reference by {:.2e}; not timed",
+                            outcome.check.error
+                        ))
+                    }
                 },
-                Err(e) => row.notes.push(format!("cuBLASLt: {e}")),
+                Err(e) => {
+                    row.cublas_status = Some("error");
+                    row.notes.push(format!("cuBLASLt: {e}"))
+                }
             }
         }
-        Err(e) => row.notes.push(e.to_string()),
+        Err(e) => {
+            // A spec or shape cuBLASLt refuses is a fact about the baseline, reported as such;
+            // it does not make the shape fail.
+            row.cublas_status = Some(match e {
+                CudaError::CublasUnsupported(_) => "unsupported",
+                _ => "error",
+            });
+            row.notes.push(e.to_string())
+        }
     }
     if let (Some(ours), Some(theirs)) = (row.ours_tflops, row.cublas_tflops) {
         row.ratio = Some(ours / theirs);
@@ -358,7 +384,12 @@ fn table(name: &str, rows: &[BenchRow]) -> Table {
             Cell::new(r.shape.to_string()),
             Cell::new(r.plan.clone().unwrap_or_default()),
             Cell::new(opt(r.ours_tflops, 1)).set_alignment(CellAlignment::Right),
-            Cell::new(opt(r.cublas_tflops, 1)).set_alignment(CellAlignment::Right),
+            Cell::new(match (r.cublas_tflops, r.cublas_status) {
+                (Some(v), _) => format!("{v:.1}"),
+                (None, Some(status)) => status.to_string(),
+                (None, None) => "-".to_string(),
+            })
+            .set_alignment(CellAlignment::Right),
             Cell::new(r.ratio.map_or("-".into(), |v| format!("{v:.2}x")))
                 .set_alignment(CellAlignment::Right),
             Cell::new(
