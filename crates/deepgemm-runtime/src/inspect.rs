@@ -31,18 +31,17 @@ pub fn render(file: &BundleFile, name: &str) -> String {
             &kernel.spec_hash[..16]
         );
         for o in &spec.operands {
-            let dims: Vec<String> = o.dims.iter().map(|d| format!("{d:?}")).collect();
             let layout = match o.layout {
                 Layout::Row => "row",
                 Layout::Col => "col",
             };
             let _ = writeln!(
                 out,
-                "  {:<6} {:<7} {}[{}] {layout}",
+                "  {:<6} {:<7} {}{} {layout}",
                 format!("{:?}", o.direction).to_lowercase(),
                 o.name,
                 o.dtype,
-                dims.join(", ")
+                deepgemm::spec::dims(&o.dims)
             );
         }
         for p in &spec.params {

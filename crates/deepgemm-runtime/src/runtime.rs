@@ -221,13 +221,12 @@ impl Kernel {
     }
 
     fn select(&self, shape: Shape) -> Result<&LoadedVariant, RuntimeError> {
-        self.dispatch
-            .lookup(shape)
-            .and_then(|i| self.variants.get(i))
-            .ok_or_else(|| RuntimeError::ShapeOutOfRange {
+        let index = route(&self.dispatch, &self.name, &self.range, shape)?;
+        self.variants
+            .get(index)
+            .ok_or_else(|| RuntimeError::Launch {
                 kernel: self.name.clone(),
-                shape,
-                range: self.range.clone(),
+                problem: format!("the dispatch table names variant {index}, which is missing"),
             })
     }
 
@@ -300,6 +299,22 @@ impl Kernel {
             other => RuntimeError::Cuda(other),
         }
     }
+}
+
+/// The variant index for `shape`, or the error that names the declared range.
+pub fn route(
+    dispatch: &Dispatch,
+    kernel: &str,
+    range: &str,
+    shape: Shape,
+) -> Result<usize, RuntimeError> {
+    dispatch
+        .lookup(shape)
+        .ok_or_else(|| RuntimeError::ShapeOutOfRange {
+            kernel: kernel.to_string(),
+            shape,
+            range: range.to_string(),
+        })
 }
 
 /// The launch arguments of `operands` for `spec` at `shape`: every operand the spec declares,

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod check;
 pub mod compile;
 pub mod explain;
+pub mod inspect;
 pub mod run;
 pub mod targets;
 pub mod tune;
