@@ -27,3 +27,9 @@ pub use deepgemm::plan::Shape;
 pub use deepgemm_cuda::device::RawStream;
 pub use error::RuntimeError;
 pub use runtime::{Bundle, Kernel, Operand, Runtime};
+
+/// The spec types a runtime caller reads (operand names, roles, dtypes, layouts), so that
+/// front ends need not depend on the compiler crate themselves.
+pub mod bundle_spec {
+    pub use deepgemm::spec::{shape_text, KernelSpec, Layout, Operand, Param, Role};
+}
