@@ -42,6 +42,7 @@ enum Command {
     Bench(commands::bench::Args),
     Tune(commands::tune::Args),
     Targets(commands::targets::Args),
+    Setup(commands::setup::Args),
 }
 
 /// How a command fails; each kind has its own exit code ([`EXIT_CODES`]).
@@ -97,6 +98,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => commands::bench::run(args),
         Command::Tune(args) => commands::tune::run(args),
         Command::Targets(args) => commands::targets::run(args),
+        Command::Setup(args) => commands::setup::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -63,6 +63,12 @@ struct VariantEntry {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let kernels = common::kernels_of(&args.spec, args.kernel.as_deref(), common::Errors::Text)?;
+    if !nvrtc::findable() && std::env::var_os("DEEPGEMM_NO_SETUP").is_none() {
+        // The first command on a fresh machine: fetch the compiler rather than write no cubin.
+        if let Err(e) = super::setup::install() {
+            eprintln!("warning: could not install NVRTC: {e}");
+        }
+    }
     let nvrtc_missing = nvrtc::version().err();
     if let Some(e) = &nvrtc_missing {
         eprintln!("warning: {e}\nwriting sources and analysis only (no .ptx/.cubin, no bundle)");

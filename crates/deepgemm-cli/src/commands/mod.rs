@@ -6,6 +6,7 @@ pub mod compile;
 pub mod explain;
 pub mod inspect;
 pub mod run;
+pub mod setup;
 pub mod targets;
 pub mod tune;
 
