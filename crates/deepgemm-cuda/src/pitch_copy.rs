@@ -106,6 +106,12 @@ impl PitchCopy {
     }
 }
 
+// SAFETY: the module and function handles are driver objects usable from any thread; they are
+// only read after loading (launches may share one PitchCopy across threads and launches).
+unsafe impl Send for PitchCopy {}
+// SAFETY: as above.
+unsafe impl Sync for PitchCopy {}
+
 impl Drop for PitchCopy {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {

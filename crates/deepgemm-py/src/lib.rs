@@ -269,7 +269,7 @@ fn wrap(bundle: deepgemm_runtime::Bundle, device: usize, py: Python<'_>) -> PyRe
 #[pyo3(signature = (path, device=0))]
 fn load(py: Python<'_>, path: &str, device: usize) -> PyResult<Bundle> {
     let rt = runtime(device)?;
-    let bundle = py.detach(|| rt.load(path)).map_err(err)?;
+    let bundle = py.detach(|| rt.load(path).map_err(err))?;
     wrap(bundle, device, py)
 }
 
@@ -279,7 +279,7 @@ fn load(py: Python<'_>, path: &str, device: usize) -> PyResult<Bundle> {
 #[pyo3(signature = (path, device=0))]
 fn compile(py: Python<'_>, path: &str, device: usize) -> PyResult<Bundle> {
     let rt = runtime(device)?;
-    let bundle = py.detach(|| rt.compile(path)).map_err(err)?;
+    let bundle = py.detach(|| rt.compile(path).map_err(err))?;
     wrap(bundle, device, py)
 }
 

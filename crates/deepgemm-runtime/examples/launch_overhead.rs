@@ -63,7 +63,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             },
         ];
         let params = [("alpha", 1.0)];
-        let launch = || kernel.launch(Shape::new(m, n, k), &ops, &params, stream);
+        // Boxed error: the closure's Result stays small.
+        let launch = || -> Result<(), Box<dyn std::error::Error>> {
+            Ok(kernel.launch(Shape::new(m, n, k), &ops, &params, stream)?)
+        };
         for _ in 0..50 {
             launch()?;
         }
