@@ -8,6 +8,10 @@
 #     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode f32; any name of
 #                bench/suites/, e.g. BENCH_SUITES="fp8 fp8_tensor") vs cuBLASLt
 #     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
+#     c          the C example (examples/c/gemm.c against libdeepgemm): results and bad calls
+#     python     the pytest suite (python/tests) of the Python package against torch.matmul
+#     overhead   host overhead per launch: Rust, C and Python (beside torch.matmul)
+#                ($OUT/overhead.jsonl)
 #     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light, warp stalls, and stall
 #                samples per SASS instruction ($OUT/profile-sass.csv; the report is kept too)
 # One device call does a run:
@@ -66,6 +70,29 @@ bench() {
   return $rc
 }
 
+c() {
+  $deepgemm compile examples/c/gemm.dgml -o /tmp/c-out 2>&1 | tail -1
+  ./.gpu/gemm_c /tmp/c-out/gemm.dgb 2>&1 | tee "$OUT/c-example.log"
+  return "${PIPESTATUS[0]}"
+}
+
+python_tests() {
+  python3 -m pip install -q --no-index --no-deps --target /tmp/dg-site .gpu/deepgemm-*.whl || return 1
+  PYTHONPATH=/tmp/dg-site DEEPGEMM_BIN=$PWD/.gpu/deepgemm python3 -m pytest -q python/tests \
+    --junitxml "$OUT/python-tests.junit.xml" 2>&1 | tee "$OUT/python-tests.log"
+  return "${PIPESTATUS[0]}"
+}
+
+overhead() {
+  local rc=0
+  $deepgemm compile examples/c/gemm.dgml -o /tmp/c-out 2>&1 | tail -1
+  ./.gpu/launch_overhead /tmp/c-out/gemm.dgb 200 20 | tee "$OUT/overhead.jsonl" || rc=1
+  ./.gpu/gemm_c /tmp/c-out/gemm.dgb --bench 200 | grep "host overhead" | tee -a "$OUT/overhead.jsonl" || rc=1
+  python3 -m pip install -q --no-index --no-deps --target /tmp/dg-site .gpu/deepgemm-*.whl || return 1
+  PYTHONPATH=/tmp/dg-site python3 python/bench_overhead.py /tmp/c-out/gemm.dgb | tee -a "$OUT/overhead.jsonl" || rc=1
+  return $rc
+}
+
 tune() {
   local shapes=()
   for s in ${TUNE_SHAPES:-4096,4096,4096 8192,8192,8192 4095,4097,4093 1000,3000,2000 \
@@ -91,12 +118,20 @@ profile() {
 case "${1:-}" in
 pack)
   rm -rf .gpu && mkdir -p .gpu
-  cargo build --profile gpu -p deepgemm-cli
-  cp target/gpu/deepgemm .gpu/
+  cargo build --profile gpu -p deepgemm-cli -p deepgemm-capi
+  cp target/gpu/deepgemm target/gpu/libdeepgemm.so .gpu/
+  # The C example, linked against libdeepgemm.so found beside it.
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -I crates/deepgemm-capi/include examples/c/gemm.c \
+    -L .gpu -ldeepgemm -ldl -lm -Wl,-rpath,'$ORIGIN' -o .gpu/gemm_c
+  cargo build --profile gpu -p deepgemm-runtime --example launch_overhead
+  cp target/gpu/examples/launch_overhead .gpu/
+  # The Python wheel (abi3: the GPU machine's CPython 3.12 imports it).
+  python3 -m pip install -q --disable-pip-version-check 'maturin>=1.9,<2'
+  python3 -m maturin build --release --out .gpu -q
   # Only the test binaries that hold gpu_* tests: the carry is limited to 64 MiB.
   cargo nextest archive --cargo-profile gpu -p deepgemm-cuda --test gpu_correctness \
     --test gpu_epilogue_ties \
-    --test gpu_runtime --archive-file .gpu/gpu-tests.tar.zst
+    --test gpu_runtime -p deepgemm-runtime --test gpu_bundle --archive-file .gpu/gpu-tests.tar.zst
   cp "$(command -v cargo-nextest)" .gpu/
   du -sh .gpu/*
   ;;
@@ -117,12 +152,13 @@ run)
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
   shift
   parts=("$@")
-  [ ${#parts[@]} -eq 0 ] && parts=(tests sanitizer bench tune)
+  [ ${#parts[@]} -eq 0 ] && parts=(tests c python sanitizer bench tune)
   status=0
   for part in "${parts[@]}"; do
     start=$SECONDS
     case "$part" in
-      tests|sanitizer|bench|tune|profile) "$part" || { status=1; echo "PART $part FAILED"; } ;;
+      tests|sanitizer|bench|tune|profile|c|overhead) "$part" || { status=1; echo "PART $part FAILED"; } ;;
+      python) python_tests || { status=1; echo "PART $part FAILED"; } ;;
       *) echo "unknown part $part" >&2; exit 2 ;;
     esac
     echo "PART $part took $((SECONDS - start)) s" | tee -a "$OUT/parts.txt"
@@ -130,7 +166,7 @@ run)
   exit $status
   ;;
 *)
-  echo "usage: scripts/gpu.sh pack | run [tests|sanitizer|bench|tune|profile]..." >&2
+  echo "usage: scripts/gpu.sh pack | run [tests|c|python|overhead|sanitizer|bench|tune|profile]..." >&2
   exit 2
   ;;
 esac

@@ -32,3 +32,15 @@ else
 fi
 # Doc tests (nextest does not run them).
 cargo test --workspace --doc
+
+# The C example builds with gcc against the generated header and libdeepgemm (the header's
+# currency is a test of deepgemm-capi). It runs on the GPU machine (scripts/gpu.sh run c).
+cargo build -p deepgemm-capi
+gcc -std=c11 -O2 -Wall -Wextra -Werror -I crates/deepgemm-capi/include examples/c/gemm.c \
+  -L target/debug -ldeepgemm -ldl -lm -o target/debug/gemm_c
+# The Python wheel builds from the repository (maturin, abi3) and imports.
+python3 -m pip install --quiet --disable-pip-version-check 'maturin>=1.9,<2'
+rm -rf target/wheels
+python3 -m maturin build --quiet --out target/wheels
+python3 -m pip install --quiet --disable-pip-version-check --no-deps --target target/wheels/site target/wheels/deepgemm-*.whl
+PYTHONPATH=target/wheels/site python3 -c "import deepgemm; print('deepgemm', deepgemm.__all__)"

@@ -37,10 +37,12 @@ enum Command {
     Check(commands::check::Args),
     Explain(commands::explain::Args),
     Compile(commands::compile::Args),
+    Inspect(commands::inspect::Args),
     Run(commands::run::Args),
     Bench(commands::bench::Args),
     Tune(commands::tune::Args),
     Targets(commands::targets::Args),
+    Setup(commands::setup::Args),
 }
 
 /// How a command fails; each kind has its own exit code ([`EXIT_CODES`]).
@@ -91,10 +93,12 @@ fn main() -> ExitCode {
         Command::Check(args) => commands::check::run(args),
         Command::Explain(args) => commands::explain::run(args),
         Command::Compile(args) => commands::compile::run(args),
+        Command::Inspect(args) => commands::inspect::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Tune(args) => commands::tune::run(args),
         Command::Targets(args) => commands::targets::run(args),
+        Command::Setup(args) => commands::setup::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

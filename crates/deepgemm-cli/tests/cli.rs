@@ -124,9 +124,16 @@ fn compile_without_nvrtc_still_writes_the_source_and_says_how_to_get_it() {
         .env_remove("DEEPGEMM_NVRTC_DIR")
         .env_remove("CUDA_HOME")
         .env_remove("CUDA_PATH")
+        // No automatic `deepgemm setup` (pip) here, and no NVRTC it installed earlier.
+        .env("DEEPGEMM_NO_SETUP", "1")
+        .env("HOME", dir.path())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !dir.path().join("out/gemm_bf16.dgb").exists(),
+        "no bundle without cubins"
+    );
     let variant = dir.path().join("out/gemm_bf16/v0_m4096");
     assert!(variant.join("kernel.cu").is_file());
     if Path::new("/usr/local/cuda/lib64/libnvrtc.so.13").exists() {
@@ -361,11 +368,12 @@ fn compile_replaces_the_kernels_folder() {
         ["analysis.json", "analysis.md", "v0_m512", "variants.json"],
         "only this run's files"
     );
-    let leftovers: Vec<_> = std::fs::read_dir(&out)
+    let mut leftovers: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(leftovers, ["k"], "no partial folder is left");
+    leftovers.sort();
+    assert_eq!(leftovers, ["k", "k.dgb"], "no partial folder is left");
 }
 
 /// Writing into a closed pipe ends quietly: no panic, no exit code 101.
@@ -525,4 +533,61 @@ fn seed_document_flags_get_the_v1_spelling() {
     ] {
         assert!(t.contains(hint), "{t}");
     }
+}
+
+#[test]
+fn compile_writes_a_bundle_that_inspect_describes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = repo().join("examples/c/gemm.dgml");
+    let o = Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+        .args(["compile", spec.to_str().unwrap(), "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let bundle = dir.path().join("gemm.dgb");
+    let o = Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+        .arg("inspect")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    for needle in [
+        "DeepGEMM bundle, format 1",
+        "sm_90a",
+        "kernel linear",
+        "param  alpha = 1",
+        "M in 1..=512, N = 256, K = 384",
+        "v0_m1-16",
+    ] {
+        assert!(
+            text(&o).contains(needle),
+            "inspect lacks `{needle}`:\n{}",
+            text(&o)
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+        .args(["inspect", "--json"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["format_version"], 1);
+    assert!(json["kernels"][0]["variants"][0]["kernel"]
+        .get("source")
+        .is_none());
+    // Not a bundle: exit 2 with the reason.
+    let junk = dir.path().join("junk.dgb");
+    std::fs::write(&junk, b"junk").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_deepgemm"))
+        .arg("inspect")
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains("is not a valid bundle: it does not start with the bundle magic"),
+        "{}",
+        text(&o)
+    );
 }

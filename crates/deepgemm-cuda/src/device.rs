@@ -75,12 +75,32 @@ pub struct GpuInfo {
     pub driver_version: i32,
 }
 
-/// A context and a stream on one device. Every operation of this crate enqueues on that stream.
+/// A context and a stream on one device. Every operation of this crate enqueues on that stream:
+/// the one [`Gpu::open`] creates, or a caller's (an inference engine's, torch's) in the view
+/// [`Gpu::on_stream`] returns.
+#[derive(Clone)]
 pub struct Gpu {
     ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    info: GpuInfo,
+    /// The stream `open` created, kept alive by every view (even one on another stream); work
+    /// reaches it through `stream`.
+    _own_stream: Arc<CudaStream>,
+    /// Where work goes: `own_stream`, or the caller's.
+    stream: RawStream,
+    /// Shared, so that a per-call view costs two reference counts and no copy.
+    info: Arc<GpuInfo>,
 }
+
+/// A `CUstream` handle as the driver gives it (null is the legacy default stream).
+///
+/// The driver's stream handles may be used from any thread; the raw pointer only lacks the
+/// marker traits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawStream(pub sys::CUstream);
+
+// SAFETY: a CUstream is an opaque driver handle, valid on every thread of the process.
+unsafe impl Send for RawStream {}
+// SAFETY: as above; the handle is never dereferenced on the host.
+unsafe impl Sync for RawStream {}
 
 impl Gpu {
     /// Opens device `ordinal`. Without a driver or a GPU this is an error that says so.
@@ -115,15 +135,35 @@ impl Gpu {
             clock_mhz: attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? / 1000,
             driver_version: driver_version().unwrap_or(0),
         };
-        Ok(Gpu { ctx, stream, info })
+        Ok(Gpu {
+            ctx,
+            stream: RawStream(stream.cu_stream()),
+            _own_stream: stream,
+            info: Arc::new(info),
+        })
     }
 
     pub fn info(&self) -> &GpuInfo {
         &self.info
     }
 
+    /// A view of this GPU whose work goes to `stream`, a stream of this device's primary context
+    /// that the caller owns (null: the legacy default stream). Nothing is synchronised: work is
+    /// ordered after what the caller enqueued there before, as any kernel of theirs would be.
+    pub fn on_stream(&self, stream: RawStream) -> Gpu {
+        Gpu {
+            stream,
+            ..self.clone()
+        }
+    }
+
+    /// The stream this view enqueues on.
+    pub fn raw_stream(&self) -> RawStream {
+        self.stream
+    }
+
     pub(crate) fn stream(&self) -> sys::CUstream {
-        self.stream.cu_stream()
+        self.stream.0
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
@@ -138,9 +178,8 @@ impl Gpu {
     /// Waits for everything enqueued so far; kernel faults surface here.
     pub fn synchronize(&self) -> Result<(), CudaError> {
         self.bind()?;
-        self.stream
-            .synchronize()
-            .map_err(driver("cuStreamSynchronize"))
+        // SAFETY: the stream belongs to this context (`open` made it, or `on_stream`'s caller).
+        unsafe { result::stream::synchronize(self.stream()) }.map_err(driver("cuStreamSynchronize"))
     }
 
     /// Allocates `bytes` of device memory (contents undefined).

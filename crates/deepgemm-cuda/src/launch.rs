@@ -8,6 +8,11 @@
 //! bytes before the launch, and an output is copied back after it (cuMemcpy2D, whose destination
 //! is the caller's misaligned buffer). [`Prepared::enqueue`] then runs copies, kernel and copies in stream
 //! order, with no allocation, so it can be timed.
+//!
+//! Where the scratch memory, the tensor maps and the copy kernel come from is the caller's
+//! choice ([`LaunchResources`]): `prepare` allocates and encodes afresh (what `run` and the tests
+//! want), the runtime (`deepgemm-runtime`) hands out pooled workspaces and cached maps so that a
+//! launch costs microseconds.
 
 use crate::device::{arch_runs_on, Copy2d, DeviceBuffer, Gpu};
 use crate::error::{driver, CudaError};
@@ -15,13 +20,79 @@ use crate::nvrtc::{Compiled, Resources};
 use crate::pitch_copy::PitchCopy;
 use crate::tensor_map;
 use cudarc::driver::{result, sys};
-use deepgemm::codegen::{GeneratedKernel, KernelArg, WorkspaceRule};
+use deepgemm::codegen::{GeneratedKernel, KernelArg, TensorMapArg, WorkspaceRule};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Shape;
 use deepgemm::reference::{operand_geometry, Geometry};
 use deepgemm::spec::{Direction, KernelSpec, Role, ShapeSym};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
+
+/// Where a launch gets what it needs besides the caller's operands.
+pub trait LaunchResources {
+    /// Device memory of at least `bytes` that stays valid, and unused by any other launch that
+    /// may run at the same time, for as long as the [`Prepared`] lives. `slot` numbers the
+    /// requests of one launch (0, 1, ...), so a pool can keep one buffer per slot.
+    fn scratch(&mut self, gpu: &Gpu, slot: usize, bytes: usize) -> Result<Scratch, CudaError>;
+    /// The TMA descriptor of `map` over the operand at `ptr`.
+    fn tensor_map(
+        &mut self,
+        map: &TensorMapArg,
+        ptr: sys::CUdeviceptr,
+        dtype: DType,
+        geometry: &Geometry,
+    ) -> Result<sys::CUtensorMap, CudaError>;
+    /// The repack copy kernel, loaded on this GPU.
+    fn pitch_copy(&mut self, gpu: &Gpu) -> Result<Arc<PitchCopy>, CudaError>;
+}
+
+/// Scratch memory for one launch: owned by the launch, or lent by a pool that outlives it.
+pub enum Scratch {
+    Owned(DeviceBuffer),
+    /// Memory the lender keeps alive and reserves for this launch.
+    Lent(sys::CUdeviceptr),
+}
+
+impl Scratch {
+    pub fn ptr(&self) -> sys::CUdeviceptr {
+        match self {
+            Scratch::Owned(buffer) => buffer.ptr(),
+            Scratch::Lent(ptr) => *ptr,
+        }
+    }
+}
+
+/// Fresh allocations, fresh encodings, and the copy kernel compiled (through the cubin cache)
+/// on first use: nothing kept between launches.
+#[derive(Default)]
+pub struct FreshResources {
+    pitch_copy: Option<Arc<PitchCopy>>,
+}
+
+impl LaunchResources for FreshResources {
+    fn scratch(&mut self, gpu: &Gpu, _slot: usize, bytes: usize) -> Result<Scratch, CudaError> {
+        Ok(Scratch::Owned(gpu.alloc(bytes)?))
+    }
+
+    fn tensor_map(
+        &mut self,
+        map: &TensorMapArg,
+        ptr: sys::CUdeviceptr,
+        dtype: DType,
+        geometry: &Geometry,
+    ) -> Result<sys::CUtensorMap, CudaError> {
+        tensor_map::encode(map, ptr, dtype, geometry)
+    }
+
+    fn pitch_copy(&mut self, gpu: &Gpu) -> Result<Arc<PitchCopy>, CudaError> {
+        if let Some(copy) = &self.pitch_copy {
+            return Ok(copy.clone());
+        }
+        let copy = Arc::new(PitchCopy::load(gpu)?);
+        self.pitch_copy = Some(copy.clone());
+        Ok(copy)
+    }
+}
 
 /// Dynamic shared memory a kernel may use without opting in.
 const DEFAULT_SMEM_LIMIT: u32 = 48 * 1024;
@@ -280,7 +351,7 @@ struct Repack {
     /// The caller's operand and its pitch in bytes.
     user: sys::CUdeviceptr,
     user_pitch: usize,
-    buffer: DeviceBuffer,
+    buffer: Scratch,
     pitch: usize,
     width: usize,
     height: usize,
@@ -320,8 +391,8 @@ pub struct Prepared<'k> {
     repacks: Vec<Repack>,
     /// The copy kernel of input repacks (cuMemcpy2D copies outputs back: their destination is
     /// the caller's misaligned buffer).
-    pitch_copy: Option<PitchCopy>,
-    workspace: Option<DeviceBuffer>,
+    pitch_copy: Option<Arc<PitchCopy>>,
+    workspace: Option<Scratch>,
     /// Bytes of the workspace zeroed before each launch (offset, length).
     workspace_zero: Option<(u64, usize)>,
 }
@@ -338,12 +409,26 @@ impl LoadedKernel {
         &self.kernel
     }
 
-    /// Validates `args` against `spec` and plans the launch.
+    /// Validates `args` against `spec` and plans the launch, with fresh scratch memory and
+    /// tensor maps.
     pub fn prepare(
         &self,
         gpu: &Gpu,
         spec: &KernelSpec,
         args: &LaunchArgs,
+    ) -> Result<Prepared<'_>, CudaError> {
+        self.prepare_with(gpu, spec, args, &mut FreshResources::default())
+    }
+
+    /// Validates `args` against `spec` and plans the launch, taking scratch memory, tensor maps
+    /// and the copy kernel from `resources`. Every check runs before anything is enqueued: an
+    /// error leaves the operands untouched.
+    pub fn prepare_with(
+        &self,
+        gpu: &Gpu,
+        spec: &KernelSpec,
+        args: &LaunchArgs,
+        resources: &mut dyn LaunchResources,
     ) -> Result<Prepared<'_>, CudaError> {
         let kernel = &self.kernel;
         let shape = args.shape;
@@ -432,7 +517,7 @@ impl LoadedKernel {
                 )
             };
             let staged_pitch = (width as u64).next_multiple_of(REPACK_PITCH_ALIGN.max(required));
-            let buffer = gpu.alloc(staged_pitch as usize * height)?;
+            let buffer = resources.scratch(gpu, repacks.len(), staged_pitch as usize * height)?;
             bound_operands.push((
                 name.clone(),
                 buffer.ptr(),
@@ -459,14 +544,17 @@ impl LoadedKernel {
         }
 
         let workspace_bytes = kernel.workspace.bytes(shape, &kernel.grid);
-        let workspace =
-            if workspace_bytes > 0 {
-                Some(gpu.alloc(usize::try_from(workspace_bytes).map_err(|_| {
+        let workspace = if workspace_bytes > 0 {
+            Some(resources.scratch(
+                gpu,
+                repacks.len(),
+                usize::try_from(workspace_bytes).map_err(|_| {
                     bad_shape(format!("needs {workspace_bytes} bytes of workspace"))
-                })?)?)
-            } else {
-                None
-            };
+                })?,
+            )?)
+        } else {
+            None
+        };
         let workspace_zero = match kernel.workspace {
             WorkspaceRule::None => None,
             WorkspaceRule::SplitK { split_k } => {
@@ -503,12 +591,12 @@ impl LoadedKernel {
                     ArgValue::Param(value.ok_or_else(|| missing(format!("param `{name}`")))? as f32)
                 }
                 KernelArg::Workspace => {
-                    ArgValue::Pointer(workspace.as_ref().map_or(0, DeviceBuffer::ptr))
+                    ArgValue::Pointer(workspace.as_ref().map_or(0, Scratch::ptr))
                 }
                 KernelArg::TensorMap(map) => {
                     let (_, ptr, dtype, geometry) = find(&map.operand)
                         .ok_or_else(|| missing(format!("the operand of `{}`", map.param)))?;
-                    ArgValue::TensorMap(tensor_map::encode(map, *ptr, *dtype, geometry)?)
+                    ArgValue::TensorMap(resources.tensor_map(map, *ptr, *dtype, geometry)?)
                 }
             });
         }
@@ -519,7 +607,7 @@ impl LoadedKernel {
             pitch_copy: if repacks.is_empty() {
                 None
             } else {
-                Some(PitchCopy::load(gpu)?)
+                Some(resources.pitch_copy(gpu)?)
             },
             repacks,
             workspace,
@@ -529,8 +617,9 @@ impl LoadedKernel {
 }
 
 /// Null pointers, a dtype other than the spec's, extents other than the shape's, a leading
-/// dimension shorter than a row (or column, for `col`).
-fn check_operand(
+/// dimension shorter than a row (or column, for `col`). `prepare` runs it on every operand; the
+/// runtime runs it first, so that its callers get the same message before any GPU work.
+pub fn check_operand(
     bound: &DeviceOperand,
     dtype: DType,
     expected: &Geometry,

@@ -129,6 +129,10 @@ fn candidate_dirs() -> Vec<PathBuf> {
         }
     }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
+    // Where `deepgemm setup` installs it.
+    if let Some(dir) = setup_dir() {
+        dirs.push(dir.join("nvidia/cu13/lib"));
+    }
     let starts = [
         std::env::current_dir().ok(),
         std::env::current_exe()
@@ -144,6 +148,24 @@ fn candidate_dirs() -> Vec<PathBuf> {
         }
     }
     dirs
+}
+
+/// The folder `deepgemm setup` installs NVRTC into: `~/.cache/deepgemm/cuda-tools`.
+pub fn setup_dir() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    Some(Path::new(&home).join(".cache/deepgemm/cuda-tools"))
+}
+
+/// Whether NVRTC can be found (on the loader path or in a known folder), without loading it for
+/// good: `deepgemm compile` asks before deciding to install it.
+pub fn findable() -> bool {
+    // SAFETY: only tries to open the library.
+    if unsafe { sys::is_culib_present() } {
+        return true;
+    }
+    candidate_dirs()
+        .iter()
+        .any(|d| d.join(NVRTC_LIBRARY).is_file())
 }
 
 /// The options every kernel is compiled with, besides the architecture. Part of the cache key.

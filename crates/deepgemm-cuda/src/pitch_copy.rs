@@ -6,6 +6,7 @@
 use crate::cache::{compile_cached, KernelCache};
 use crate::device::{Copy2d, Gpu};
 use crate::error::{driver, CudaError};
+use crate::nvrtc::Compiled;
 use cudarc::driver::{result, sys};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
@@ -28,12 +29,22 @@ pub struct PitchCopy {
 impl PitchCopy {
     /// Compiles (through the cubin cache) and loads the copy kernels for this GPU.
     pub fn load(gpu: &Gpu) -> Result<PitchCopy, CudaError> {
-        let arch = &gpu.info().arch;
+        let compiled = PitchCopy::compile(&gpu.info().arch)?;
+        PitchCopy::from_cubin(gpu, &compiled.cubin)
+    }
+
+    /// Compiles the copy kernels for `arch` through the cubin cache (a bundle carries the result,
+    /// so that the runtime needs no NVRTC).
+    pub fn compile(arch: &str) -> Result<Compiled, CudaError> {
         let cache = KernelCache::from_env();
-        let (compiled, _) = compile_cached(SOURCE, "deepgemm_pitch_copy_2", arch, cache.as_ref())?;
+        compile_cached(SOURCE, "deepgemm_pitch_copy_2", arch, cache.as_ref()).map(|(c, _)| c)
+    }
+
+    /// Loads the copy kernels from a cubin that [`PitchCopy::compile`] made.
+    pub fn from_cubin(gpu: &Gpu, cubin: &[u8]) -> Result<PitchCopy, CudaError> {
         gpu.bind()?;
         // SAFETY: the cubin is a complete image NVRTC produced; it outlives the call.
-        let module = unsafe { result::module::load_data(compiled.cubin.as_ptr() as *const c_void) }
+        let module = unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }
             .map_err(driver("cuModuleLoadData"))?;
         let mut copy = PitchCopy {
             module,
@@ -94,6 +105,12 @@ impl PitchCopy {
         .map_err(driver("cuLaunchKernel(pitch copy)"))
     }
 }
+
+// SAFETY: the module and function handles are driver objects usable from any thread; they are
+// only read after loading (launches may share one PitchCopy across threads and launches).
+unsafe impl Send for PitchCopy {}
+// SAFETY: as above.
+unsafe impl Sync for PitchCopy {}
 
 impl Drop for PitchCopy {
     fn drop(&mut self) {

@@ -1,19 +1,24 @@
 //! `deepgemm compile SPEC [-o DIR]`: plan every shape bucket, generate each variant's CUDA C++,
-//! compile it with NVRTC, and write the sources, binaries and the analysis.
+//! compile it with NVRTC (through the on-disk cubin cache), and write the sources, binaries, the
+//! analysis and the bundle of every variant (`NAME.dgb`, docs/bundle.md).
 
 use super::common::{self, Progress};
 use crate::Failure;
 use deepgemm::codegen::{self, GeneratedKernel};
 use deepgemm::plan::{ShapeBucket, Variant};
 use deepgemm::report::{render_markdown, Analysis};
+use deepgemm_cuda::cache::compile_kernel;
 use deepgemm_cuda::nvrtc;
+use deepgemm_cuda::pitch_copy::PitchCopy;
+use deepgemm_runtime::bundle::{BundleBuilder, CompiledVariant};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// Compile a spec: for each kernel, DIR/KERNEL/analysis.{md,json}, variants.json (the dispatch
 /// table: shape bucket -> variant, with launch metadata), and DIR/KERNEL/VARIANT/kernel.{cu,ptx,
-/// cubin}. Without NVRTC the sources and the analysis are still written. DIR/KERNEL is replaced
-/// as a whole: it holds exactly this run's variants, never files of an earlier run.
+/// cubin}, and DIR/NAME.dgb (NAME: the spec file's name), the bundle the runtime loads. Without
+/// NVRTC the sources and the analysis are still written (no cubins, no bundle). DIR/KERNEL is
+/// replaced as a whole: it holds exactly this run's variants, never files of an earlier run.
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  deepgemm compile examples/gemm_bf16.dgml -o out\n  \
@@ -58,10 +63,17 @@ struct VariantEntry {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let kernels = common::kernels_of(&args.spec, args.kernel.as_deref(), common::Errors::Text)?;
+    if !nvrtc::findable() && std::env::var_os("DEEPGEMM_NO_SETUP").is_none() {
+        // The first command on a fresh machine: fetch the compiler rather than write no cubin.
+        if let Err(e) = super::setup::install() {
+            eprintln!("warning: could not install NVRTC: {e}");
+        }
+    }
     let nvrtc_missing = nvrtc::version().err();
     if let Some(e) = &nvrtc_missing {
-        eprintln!("warning: {e}\nwriting sources and analysis only (no .ptx/.cubin)");
+        eprintln!("warning: {e}\nwriting sources and analysis only (no .ptx/.cubin, no bundle)");
     }
+    let mut bundled: Vec<(&deepgemm::spec::KernelSpec, Vec<CompiledVariant>)> = Vec::new();
     for spec in &kernels {
         let result = common::plan(spec)?;
         let final_dir = args.out.join(&spec.name);
@@ -80,10 +92,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
         for cost in result.buckets.iter().flat_map(|b| &b.constraint_costs) {
             eprintln!("note: {}: {}", spec.name, cost.message);
         }
-        let built = (|| -> Result<usize, Failure> {
+        let built = (|| -> Result<Vec<CompiledVariant>, Failure> {
             let variants = result.variants();
             let progress = Progress::new(variants.len());
             let mut entries = Vec::with_capacity(variants.len());
+            let mut compiled_variants = Vec::with_capacity(variants.len());
             for (i, (variant, bucket)) in variants.iter().zip(&result.buckets).enumerate() {
                 progress.start(&format!(
                     "{} {}: {}",
@@ -96,8 +109,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 let vdir = dir.join(&variant.name);
                 write(&vdir.join("kernel.cu"), kernel.source.as_bytes())?;
                 let compiled = if nvrtc_missing.is_none() {
-                    let resources =
-                        compile_variant(&kernel, &vdir, &final_dir.join(&variant.name))?;
+                    let compiled = compile_variant(&kernel, &vdir, &final_dir.join(&variant.name))?;
+                    let resources = compiled.resources.reported.then_some(compiled.resources);
+                    compiled_variants.push(CompiledVariant {
+                        name: variant.name.clone(),
+                        bucket: variant.bucket,
+                        kernel: kernel.clone(),
+                        compiled,
+                    });
                     if resources.is_none() {
                         progress.note(&format!(
                             "note: {} {}: NVRTC reported no resource figures; `deepgemm run` reads \
@@ -133,10 +152,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
             )?;
             let json = serde_json::to_string_pretty(&analysis).expect("analysis serializes");
             write(&dir.join("analysis.json"), json.as_bytes())?;
-            Ok(entries.len())
+            Ok(compiled_variants)
         })();
-        let variants = match built {
-            Ok(n) => n,
+        let (variants, compiled_variants) = match built {
+            Ok(compiled) => (result.buckets.len(), compiled),
             Err(e) => {
                 // Best effort: the error being reported matters more than the leftover.
                 let _ = std::fs::remove_dir_all(&dir);
@@ -162,23 +181,63 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 ""
             }
         );
+        if nvrtc_missing.is_none() {
+            bundled.push((spec, compiled_variants));
+        }
+    }
+    if nvrtc_missing.is_none() {
+        write_bundle(&args.spec, &args.out, bundled)?;
     }
     Ok(())
 }
 
-/// Writes the PTX and cubin; returns ptxas's report, `None` when NVRTC gave none (the driver
-/// reports the figures when the cubin is loaded, which needs a GPU).
-/// `shown` is the folder the user will see (`dir` is its partial twin).
+/// Writes DIR/NAME.dgb: every kernel compiled above, their dispatch tables and the repack copy
+/// kernel, for the runtime (docs/bundle.md).
+fn write_bundle(
+    spec_path: &Path,
+    out: &Path,
+    kernels: Vec<(&deepgemm::spec::KernelSpec, Vec<CompiledVariant>)>,
+) -> Result<(), Failure> {
+    let Some((first, _)) = kernels.first() else {
+        return Ok(());
+    };
+    let arch = first.hardware.arch.clone();
+    let nvrtc_version = nvrtc::version().map_err(common::cuda)?;
+    let mut builder = BundleBuilder::new(&arch, &first.hardware.name, nvrtc_version);
+    for (spec, variants) in kernels {
+        builder.add_kernel(spec, variants).map_err(Failure::Error)?;
+    }
+    let pitch_copy = PitchCopy::compile(&arch).map_err(common::cuda)?;
+    let bundle = builder.finish(&pitch_copy).map_err(Failure::Error)?;
+    let name = spec_path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "bundle".into());
+    let path = out.join(format!("{name}.dgb"));
+    write(&path, &bundle.to_bytes())?;
+    println!(
+        "bundle: {} ({} kernel(s), {} for {}; `deepgemm inspect {}`)",
+        path.display(),
+        bundle.header.kernels.len(),
+        arch,
+        bundle.header.target,
+        path.display()
+    );
+    Ok(())
+}
+
+/// Compiles through the cubin cache and writes the PTX and cubin. `shown` is the folder the
+/// user will see (`dir` is its partial twin).
 fn compile_variant(
     kernel: &GeneratedKernel,
     dir: &Path,
     shown: &Path,
-) -> Result<Option<nvrtc::Resources>, Failure> {
-    let compiled = nvrtc::compile(&kernel.source, &kernel.entry, &kernel.arch)
-        .map_err(|e| Failure::Error(format!("{}: {e}", shown.display())))?;
+) -> Result<nvrtc::Compiled, Failure> {
+    let (compiled, _) =
+        compile_kernel(kernel).map_err(|e| Failure::Error(format!("{}: {e}", shown.display())))?;
     write(&dir.join("kernel.ptx"), compiled.ptx.as_bytes())?;
     write(&dir.join("kernel.cubin"), &compiled.cubin)?;
-    Ok(compiled.resources.reported.then_some(compiled.resources))
+    Ok(compiled)
 }
 
 fn entry(

@@ -4,7 +4,9 @@ pub mod bench;
 pub mod check;
 pub mod compile;
 pub mod explain;
+pub mod inspect;
 pub mod run;
+pub mod setup;
 pub mod targets;
 pub mod tune;
 

@@ -23,7 +23,7 @@ pub use diag::{Diagnostic, Diagnostics, Span};
 pub use expr::erf;
 pub(crate) use print::needs_parens;
 pub use print::{
-    shape_text, summary, summary_record, to_dgml, ConstraintSummary, OperandSummary, Summary,
+    dims, shape_text, summary, summary_record, to_dgml, ConstraintSummary, OperandSummary, Summary,
 };
 pub use types::*;
 

@@ -1,0 +1,224 @@
+//! The Rust runtime on a GPU through bundles written to disk and loaded back: the correctness
+//! matrix (layouts on every backend, epilogues, awkward shapes, padded and misaligned operands),
+//! cached tensor maps and pooled scratch on repeated launches, and bad input refused with the
+//! output untouched. Run by `scripts/gpu.sh run tests`; without a GPU every test fails.
+
+#[path = "../../deepgemm-cuda/tests/gpu_support/mod.rs"]
+mod gpu_support;
+
+use deepgemm::plan::{Backend, Shape};
+use deepgemm::spec::KernelSpec;
+use deepgemm_cuda::runner::DeviceProblem;
+use deepgemm_runtime::compile::build;
+use deepgemm_runtime::{Bundle, Operand, Runtime, RuntimeError};
+use gpu_support::{fresh_seed, Case};
+
+fn runtime() -> Runtime {
+    Runtime::new(0).unwrap_or_else(|e| panic!("gpu_* tests need an NVIDIA GPU and driver: {e}"))
+}
+
+/// `spec`'s bundle, written to a file and loaded from it.
+fn bundle_from_disk(runtime: &Runtime, spec: &KernelSpec, dir: &std::path::Path) -> Bundle {
+    let file = build(std::slice::from_ref(spec)).unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join(format!("{}.dgb", spec.name));
+    std::fs::write(&path, file.to_bytes()).unwrap();
+    runtime.load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn operands(device: &DeviceProblem) -> Vec<Operand<'_>> {
+    device
+        .operands()
+        .iter()
+        .map(|o| Operand {
+            name: &o.name,
+            ptr: o.ptr,
+            ld: o.geometry.ld,
+            dtype: Some(o.dtype),
+        })
+        .collect()
+}
+
+fn check_cases(backend: Backend, cases: &[Case]) {
+    let runtime = runtime();
+    let gpu = runtime.gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for case in cases {
+        let seed = fresh_seed();
+        let spec = gpu_support::parse(&case.dgml(backend));
+        let outcome = (|| -> Result<String, String> {
+            let bundle = bundle_from_disk(&runtime, &spec, dir.path());
+            let kernel = bundle.kernel(None).map_err(|e| e.to_string())?;
+            let device = DeviceProblem::upload(gpu, &spec, case.shape, &case.options(seed))
+                .map_err(|e| e.to_string())?;
+            let params: Vec<(&str, f64)> = device
+                .problem
+                .params
+                .iter()
+                .map(|(n, v)| (n.as_str(), *v))
+                .collect();
+            let ops = operands(&device);
+            kernel
+                .launch(case.shape, &ops, &params, gpu.raw_stream())
+                .map_err(|e| e.to_string())?;
+            let check = device.check(gpu, &spec).map_err(|e| e.to_string())?;
+            let line = format!(
+                "{:<60} error {:.2e} (< {:.0e}) unwritten {}",
+                case.name(),
+                check.error,
+                check.tolerance,
+                check.unwritten
+            );
+            if check.passed {
+                Ok(line)
+            } else {
+                Err(line)
+            }
+        })();
+        match outcome {
+            Ok(line) => println!("ok   {line}"),
+            Err(line) => {
+                println!("FAIL {line} (seed {seed})");
+                failures.push(line);
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn gpu_bundle_layouts_on_every_backend() {
+    for backend in [Backend::Sm90, Backend::Sm80, Backend::Simt] {
+        check_cases(backend, &gpu_support::layouts());
+    }
+}
+
+#[test]
+fn gpu_bundle_sm90_epilogues_shapes_and_repacks() {
+    let mut cases = gpu_support::epilogues("bf16");
+    cases.extend(gpu_support::shapes());
+    cases.extend(gpu_support::padded_and_offset("bf16", "bf16"));
+    check_cases(Backend::Sm90, &cases);
+}
+
+/// An M range (several variants, each picked by the dispatch table), at shapes inside every
+/// bucket; repeated launches encode no new tensor map and allocate nothing.
+#[test]
+fn gpu_bundle_dispatch_and_caches() {
+    let runtime = runtime();
+    let gpu = runtime.gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/decode.dgml");
+    let spec = deepgemm::spec::parse_file(&path).unwrap().kernels.remove(0);
+    let bundle = bundle_from_disk(&runtime, &spec, dir.path());
+    let kernel = bundle.kernel(None).unwrap();
+    for m in [1, 16, 17, 33, 100, 129, 256] {
+        let shape = Shape::new(m, 6144, 4096);
+        let options = deepgemm_cuda::runner::RunOptions {
+            seed: fresh_seed(),
+            ..Default::default()
+        };
+        let device = DeviceProblem::upload(gpu, &spec, shape, &options).unwrap();
+        let ops = operands(&device);
+        kernel.launch(shape, &ops, &[], gpu.raw_stream()).unwrap();
+        let first = kernel.pool_counters(shape).unwrap();
+        for _ in 0..3 {
+            kernel.launch(shape, &ops, &[], gpu.raw_stream()).unwrap();
+        }
+        assert_eq!(
+            kernel.pool_counters(shape).unwrap(),
+            first,
+            "M = {m}: maps re-encoded or scratch re-allocated"
+        );
+        let check = device.check(gpu, &spec).unwrap();
+        println!(
+            "M = {m}: {} error {:.2e}",
+            kernel.variant_for(shape).unwrap().name,
+            check.error
+        );
+        assert!(check.passed, "M = {m}: error {:.2e}", check.error);
+    }
+}
+
+#[test]
+fn gpu_bundle_bad_input_is_refused_and_writes_nothing() {
+    let runtime = runtime();
+    let gpu = runtime.gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let case = Case::new("bf16", "bf16", (128, 256, 64));
+    let spec = gpu_support::parse(&case.dgml(Backend::Sm90));
+    let bundle = bundle_from_disk(&runtime, &spec, dir.path());
+    let kernel = bundle.kernel(None).unwrap();
+    let device =
+        DeviceProblem::upload(gpu, &spec, case.shape, &case.options(fresh_seed())).unwrap();
+    let poisoned = device.download_output(gpu).unwrap();
+    let good = operands(&device);
+    let expect = |ops: &[Operand], shape: Shape, needle: &str| {
+        let err = kernel
+            .launch(shape, ops, &[], gpu.raw_stream())
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(needle),
+            "`{err}` does not say `{needle}`"
+        );
+    };
+    let with = |i: usize, f: &dyn Fn(&mut Operand)| {
+        let mut ops = good.clone();
+        f(&mut ops[i]);
+        ops
+    };
+    let shape = case.shape;
+    expect(&with(0, &|o| o.ptr = 0), shape, "null pointer");
+    expect(
+        &with(2, &|o| o.ptr += 1),
+        shape,
+        "not aligned to its element",
+    );
+    expect(
+        &with(0, &|o| o.ld = 63),
+        shape,
+        "leading dimension 63 is smaller than a row",
+    );
+    expect(
+        &good,
+        Shape::new(129, 256, 64),
+        "outside the bundle's declared range (M = 128, N = 256, K = 64)",
+    );
+    expect(
+        &with(1, &|o| o.dtype = Some(deepgemm::dtype::DType::F16)),
+        shape,
+        "is f16, the kernel takes bf16",
+    );
+    assert_eq!(
+        device.download_output(gpu).unwrap(),
+        poisoned,
+        "a refused launch wrote to D"
+    );
+
+    // A bundle for another architecture is refused, naming both.
+    let other = gpu_support::parse(
+        &case
+            .dgml(Backend::Sm80)
+            .replace("target h200", "target a100"),
+    );
+    let file = build(&[other]).unwrap();
+    let path = dir.path().join("a100.dgb");
+    std::fs::write(&path, file.to_bytes()).unwrap();
+    match runtime.load(&path) {
+        Err(e @ RuntimeError::ArchMismatch { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("sm_80") && text.contains(&gpu.info().arch),
+                "{text}"
+            );
+        }
+        Err(e) => panic!("expected an architecture error, got `{e}`"),
+        Ok(_) => panic!("a bundle for sm_80 loaded on {}", gpu.info().arch),
+    }
+}
