@@ -48,8 +48,10 @@ sanitizer() {
   done
   # The mbarrier ring, the ping-pong turns and the cluster's multicast and remote arrivals of a
   # persistent sm90 kernel (cooperative and ping-pong), under racecheck and synccheck.
+  # The fp8 kernel adds the two consumers' named-barrier turns and the promotion.
   for args in "bench/specs/sm90_pingpong_cluster.dgml" \
-              "examples/odd_shape.dgml --shape 2100,2100,128"; do
+              "examples/odd_shape.dgml --shape 2100,2100,128" \
+              "examples/fp8_block_scaled.dgml --shape 1000,1500,1000"; do
     for tool in racecheck synccheck; do
       echo "== compute-sanitizer $tool: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
       # shellcheck disable=SC2086
@@ -89,7 +91,7 @@ overhead() {
   ./.gpu/launch_overhead /tmp/c-out/gemm.dgb 200 20 | tee "$OUT/overhead.jsonl" || rc=1
   ./.gpu/gemm_c /tmp/c-out/gemm.dgb --bench 200 | grep "host overhead" | tee -a "$OUT/overhead.jsonl" || rc=1
   python3 -m pip install -q --no-index --no-deps --target /tmp/dg-site .gpu/deepgemm-*.whl || return 1
-  PYTHONPATH=/tmp/dg-site python3 python/bench_overhead.py /tmp/c-out/gemm.dgb | tee -a "$OUT/overhead.jsonl" || rc=1
+  PYTHONPATH=/tmp/dg-site python3 -P python/bench_overhead.py /tmp/c-out/gemm.dgb | tee -a "$OUT/overhead.jsonl" || rc=1
   return $rc
 }
 

@@ -129,9 +129,14 @@ fn a_tensor_core_metric_cites_a_tensor_core_plan() {
     };
     assert!(!relaxations[0].plan.starts_with("simt"), "{relaxations:?}");
     let mut spec = fixed(DType::E4m3, 4096, 4096, 4096);
-    // A bf16 D, which the CUDA-core fallback stores: fp8 runs only there today.
-    for op in spec.operands.iter_mut().filter(|o| o.role == Role::D) {
-        op.dtype = DType::Bf16;
+    // A bf16 D, and an M-major A, which fp8 wgmma cannot read: such fp8 runs only on the
+    // CUDA-core fallback.
+    for op in spec.operands.iter_mut() {
+        match op.role {
+            Role::D => op.dtype = DType::Bf16,
+            Role::A => op.layout = deepgemm::spec::Layout::Col,
+            _ => {}
+        }
     }
     spec.constraints = vec![constraint(Observable::TensorUtil, ConstraintOp::Ge, 0.9)];
     let err = search(&spec).unwrap_err();

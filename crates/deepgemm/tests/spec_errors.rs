@@ -211,7 +211,7 @@ mod spec_errors {
             replace: &[(4, "  input B: f16[K, N] col;")],
             at: (4, 12),
             message: "A (`A`) is bf16 but B (`B`) is f16; A and B must have the same dtype",
-            hint: Some("not supported in v1"),
+            hint: Some("e4m3 x e5m2 only"),
         },
         Case {
             name: "no output",
