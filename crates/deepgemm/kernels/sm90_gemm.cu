@@ -46,6 +46,7 @@ constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // its partial sums; left alone the two run in step and both promote while the tensor cores idle.
 constexpr bool ALTERNATE = PROMOTE && !PINGPONG && CONSUMERS == 2;
 constexpr int ISSUED_BY_FIRST = 1, ISSUED_BY_SECOND = 2;  // the named barriers' ids
+constexpr int FIRST_WARPGROUP_BARRIER = 3;  // 3 + consumer: one consumer warpgroup's 128 threads
 // STAGED_SCALES: each stage also holds its k-tile's K-block scales (one f32 per row of A, then
 // one per column of B), copied in by warp 1 of the producer warpgroup with 4-byte cp.async that
 // complete on the stage's full barrier, so that the consumers read them from shared memory.
@@ -228,6 +229,9 @@ __device__ __forceinline__ float dg_ld_shared_f32(unsigned addr) {
 // Named barriers between the two consumer warpgroups (256 threads): one waits, one arrives.
 __device__ __forceinline__ void dg_named_sync(int id) {
   asm volatile("bar.sync %0, 256;\n" :: "r"(id) : "memory");
+}
+__device__ __forceinline__ void dg_named_sync_warpgroup(int id) {
+  asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory");
 }
 __device__ __forceinline__ void dg_named_arrive(int id) {
   asm volatile("bar.arrive %0, 256;\n" :: "r"(id) : "memory");
@@ -439,6 +443,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // Hands a stage back to the producer of every block of the cluster (one thread per
     // warpgroup; the count is STAGE_READERS x CLUSTER_M).
     auto release = [&](int s) {
+      // STAGED_SCALES: every warp of the warpgroup read the stage's scales with ordinary loads,
+      // which the arrival below must follow (wgmma's own reads are complete at wait_group).
+      if constexpr (STAGED_SCALES) dg_named_sync_warpgroup(FIRST_WARPGROUP_BARRIER + consumer);
       if (t == 0) {
         if constexpr (CLUSTER_M > 1) {
 #pragma unroll
