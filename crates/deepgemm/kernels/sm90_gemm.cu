@@ -46,18 +46,7 @@ constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // its partial sums; left alone the two run in step and both promote while the tensor cores idle.
 constexpr bool ALTERNATE = PROMOTE && !PINGPONG && CONSUMERS == 2;
 constexpr int ISSUED_BY_FIRST = 1, ISSUED_BY_SECOND = 2;  // the named barriers' ids
-constexpr int FIRST_WARPGROUP_BARRIER = 3;  // 3 + consumer: one consumer warpgroup's 128 threads
-// STAGED_SCALES: each stage also holds its k-tile's K-block scales (one f32 per row of A, then
-// one per column of B), copied in by warp 1 of the producer warpgroup with 4-byte cp.async that
-// complete on the stage's full barrier, so that the consumers read them from shared memory.
-constexpr bool STAGED_SCALES = {{STAGED_SCALES}};
-constexpr bool A_BLOCK_SCALED = {{A_BLOCK_SCALED}};
-constexpr bool B_BLOCK_SCALED = B_SCALE_COLUMNS != 0;
-constexpr int SCALE_STAGE_BYTES = {{SCALE_STAGE_BYTES}};
-static_assert(STAGED_SCALES == (PROMOTE && (A_BLOCK_SCALED || B_BLOCK_SCALED)) &&
-                  SCALE_STAGE_BYTES == (STAGED_SCALES ? 4 * (TILE_M + TILE_N) : 0),
-              "the staged scales differ from the plan");
-// K-block scales of B a consumer thread keeps per k-tile (see read_scales).
+// K-block scales of B a consumer thread keeps per k-tile (see load_scales).
 constexpr int COL_SCALES = B_SCALE_COLUMNS == 0 || B_SCALE_COLUMNS % TILE_N == 0 ? 1
                            : B_SCALE_COLUMNS > TILE_N && B_SCALE_COLUMNS % 8 == 0 ? 2
                            : TILE_N / 4;
@@ -211,27 +200,9 @@ __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float 
 __device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
   return r * EPI_ROW_BYTES + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
 }
-// 4 bytes from global memory into shared memory, asynchronously; `valid` false writes zeros.
-__device__ __forceinline__ void dg_cp_async_4(unsigned dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-               :: "r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-// Arrives on `bar` once this thread's earlier cp.async copies have landed (the arrival counts in
-// the barrier's initial count: .noinc).
-__device__ __forceinline__ void dg_cp_async_arrive(unsigned bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ float dg_ld_shared_f32(unsigned addr) {
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-}
 // Named barriers between the two consumer warpgroups (256 threads): one waits, one arrives.
 __device__ __forceinline__ void dg_named_sync(int id) {
   asm volatile("bar.sync %0, 256;\n" :: "r"(id) : "memory");
-}
-__device__ __forceinline__ void dg_named_sync_warpgroup(int id) {
-  asm volatile("bar.sync %0, 128;\n" :: "r"(id) : "memory");
 }
 __device__ __forceinline__ void dg_named_arrive(int id) {
   asm volatile("bar.arrive %0, 256;\n" :: "r"(id) : "memory");
@@ -291,7 +262,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
   auto turn = [&](int c) { return bars + 8u * (2 * STAGES + c); };  // consumer c may start
   const unsigned epi_buffers = bars + 1024;
-  const unsigned scale_ring = epi_buffers + {{EPILOGUE_BYTES}};  // STAGED_SCALES, per stage
 
   const int wg = threadIdx.x / 128;
   const unsigned rank = CLUSTER_M > 1 ? dg_cluster_rank() : 0u;
@@ -299,9 +269,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     dg_prefetch_tensor_map(&tmap_a);
     dg_prefetch_tensor_map(&tmap_b);
     for (int s = 0; s < STAGES; ++s) {
-      // The producer's arrive.expect_tx (the bytes do the rest), and with STAGED_SCALES one
-      // arrival per lane of the scale warp once its copies land.
-      dg_mbar_init(full(s), 1 + (STAGED_SCALES ? 32 : 0));
+      dg_mbar_init(full(s), 1);  // the producer's arrive.expect_tx; the bytes do the rest
       dg_mbar_init(empty(s), STAGE_READERS * CLUSTER_M);  // its readers in every cluster block
     }
     if constexpr (PINGPONG) {
@@ -385,43 +353,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         }
       }
-    } else if (STAGED_SCALES && threadIdx.x / 32 == 1) {
-      // ---- the scale warp: each stage's K-block scales, in the producer's order ----
-      // Its lanes copy a row (column) scale each with cp.async and arrive on the stage's full
-      // barrier when their copies land; rows and columns outside D are zero-filled.
-      const int lane = threadIdx.x % 32;
-      int stage = 0;
-      unsigned phase = 0;
-      for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
-        int m0, n0;
-        tile_origin(ct, m0, n0);
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          dg_mbar_wait(empty(stage), phase ^ 1);
-          const unsigned at = scale_ring + stage * SCALE_STAGE_BYTES;
-          const int k0 = kt * TILE_K;
-          // The loops stay rolled to fit the producer's registers; the copies still overlap.
-          if constexpr (A_BLOCK_SCALED) {
-#pragma unroll 1
-            for (int r = lane; r < TILE_M; r += 32) {
-              const bool inside = m0 + r < M;
-              dg_cp_async_4(at + 4 * r, block_scale_a_address(inside ? m0 + r : 0, k0), inside);
-            }
-          }
-          if constexpr (B_BLOCK_SCALED) {
-#pragma unroll 1
-            for (int c = lane; c < TILE_N; c += 32) {
-              const bool inside = n0 + c < N;
-              dg_cp_async_4(at + 4 * (TILE_M + c), block_scale_b_address(k0, inside ? n0 + c : 0),
-                            inside);
-            }
-          }
-          dg_cp_async_arrive(full(stage));
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
     }
   } else {
     // ---- consumers ----
@@ -443,9 +374,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // Hands a stage back to the producer of every block of the cluster (one thread per
     // warpgroup; the count is STAGE_READERS x CLUSTER_M).
     auto release = [&](int s) {
-      // STAGED_SCALES: every warp of the warpgroup read the stage's scales with ordinary loads,
-      // which the arrival below must follow (wgmma's own reads are complete at wait_group).
-      if constexpr (STAGED_SCALES) dg_named_sync_warpgroup(FIRST_WARPGROUP_BARRIER + consumer);
       if (t == 0) {
         if constexpr (CLUSTER_M > 1) {
 #pragma unroll
@@ -456,39 +384,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
     };
 
-    // PROMOTE: a k-tile's K-block scales of the thread's rows (two per m64 slice) and of its
-    // fragment columns, read from the stage's scales (STAGED_SCALES; 1 for an operand without
-    // K-block scales) and kept as compactly as B's scale blocks allow. Tiles start on multiples
-    // of TILE_N, so when TILE_N divides B_SCALE_COLUMNS a tile lies in one block of scale columns
-    // (one value); when it is smaller but does not divide it (112 against 128, say) a tile spans
-    // at most two, each 8-column group of the fragment lying in one; otherwise every fragment
-    // column has its own.
-    auto read_scales = [&](int stage, int n0, float (&rows)[WG_MMAS][2],
+    // PROMOTE: k-tile kt's K-block scales of the thread's rows (two per m64 slice) and of its
+    // fragment columns, kept as compactly as B's scale blocks allow (rows and columns outside D
+    // get 0: their partial sums are zero-filled anyway). Tiles start on multiples of TILE_N, so
+    // when TILE_N divides B_SCALE_COLUMNS a tile lies in one block of scale columns (one value);
+    // when it is smaller but does not divide it (112 against 128, say) a tile spans at most two,
+    // each 8-column group of the fragment lying in one; otherwise every fragment column has its
+    // own.
+    auto load_scales = [&](int kt, int n0, int m0, float (&rows)[WG_MMAS][2],
                            float (&cols)[COL_SCALES]) {
-      const unsigned at = scale_ring + stage * SCALE_STAGE_BYTES;
+      const int k0 = kt * TILE_K;
 #pragma unroll
       for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          rows[i][h] = A_BLOCK_SCALED
-                           ? dg_ld_shared_f32(at + 4 * (first_row + i * 64 + warp * 16 + g + 8 * h))
-                           : 1.0f;
-      const unsigned b_at = at + 4 * TILE_M;  // the column scales follow the row scales
-      if constexpr (!B_BLOCK_SCALED) {
-        cols[0] = 1.0f;
-      } else if constexpr (COL_SCALES == 1) {
-        cols[0] = dg_ld_shared_f32(b_at);
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
+          rows[i][h] = m < M ? block_scale_a(m, k0) : 0.0f;
+        }
+      if constexpr (COL_SCALES == 1) {
+        cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
       } else if constexpr (COL_SCALES == 2) {
-        const int second = second_scale_block(n0) - n0;  // column of the tile it starts at
-        cols[0] = dg_ld_shared_f32(b_at);
-        cols[1] = second < TILE_N ? dg_ld_shared_f32(b_at + 4 * second) : 0.0f;
+        const int next_n = second_scale_block(n0);
+        cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
+        cols[1] = next_n < N && next_n < n0 + TILE_N ? block_scale_b(k0, next_n) : 0.0f;
       } else {
 #pragma unroll
-        for (int c = 0; c < COL_SCALES; ++c)  // column c of the fragment
-          cols[c] = dg_ld_shared_f32(b_at + 4 * ((c / 2) * 8 + 2 * q + (c % 2)));
+        for (int c = 0; c < COL_SCALES; ++c) {
+          const int n = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
+          cols[c] = n < N ? block_scale_b(k0, n) : 0.0f;
+        }
       }
     };
-    // The scale of fragment column 2j + e (of 8-column group j), from what read_scales kept.
+    // The scale of fragment column 2j + e (of 8-column group j), from what load_scales kept.
     auto col_scale_at = [&](const float (&cols)[COL_SCALES], int j, int e, int n0) -> float {
       if constexpr (COL_SCALES == 1) {
         return cols[0];
@@ -523,18 +450,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
         turn_phase ^= 1;
       }
-      // PROMOTE: the sums start at zero.
+      // PROMOTE: the K-block scales of the k-tile being promoted, for the thread's rows (two per
+      // m64 slice) and fragment columns; the sums start at zero.
+      float row_scale[WG_MMAS][2], col_scale[COL_SCALES];
       if constexpr (PROMOTE) {
+        load_scales(0, n0, m0, row_scale, col_scale);
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
       }
       for (int kt = 0; kt < k_tiles; ++kt) {
+        // PROMOTE: the next k-tile's scales are loaded now, a whole k-tile before they are
+        // needed, so that their latency (an L2 round trip) passes under this one's wgmmas.
+        float next_row_scale[WG_MMAS][2], next_col_scale[COL_SCALES];
+        if constexpr (PROMOTE) {
+          if (kt + 1 < k_tiles) load_scales(kt + 1, n0, m0, next_row_scale, next_col_scale);
+        }
         dg_mbar_wait(full(stage), phase);
-        // PROMOTE: this k-tile's scales, read before the stage goes back to the producer.
-        float row_scale[WG_MMAS][2], col_scale[COL_SCALES];
-        if constexpr (PROMOTE) read_scales(stage, n0, row_scale, col_scale);
         if constexpr (ALTERNATE) {
           // The first consumer issues after the second issued the previous k-tile, the second
           // after the first issued this one.
@@ -607,6 +540,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                   const float scale = row_scale[i][h] * col_scale_at(col_scale, j, e, n0);
                   acc[i][r] = fmaf(scale, part[i][r], acc[i][r]);
                 }
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) {
+            row_scale[i][0] = next_row_scale[i][0];
+            row_scale[i][1] = next_row_scale[i][1];
+          }
+#pragma unroll
+          for (int c = 0; c < COL_SCALES; ++c) col_scale[c] = next_col_scale[c];
         } else {
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);

@@ -118,16 +118,12 @@ pub struct SmemLayout {
     pub epilogue_bytes: u32,
     /// mbarriers and other bookkeeping.
     pub barrier_bytes: u32,
-    /// One pipeline stage of the K-block scales a k-tile needs (sm90 fp8 with block scales: one
-    /// f32 per row of A and per column of B), 0 otherwise.
-    #[serde(default)]
-    pub scale_stage_bytes: u32,
     pub swizzle: SmemSwizzle,
 }
 
 impl SmemLayout {
     pub fn total_bytes(&self, stages: u32) -> u32 {
-        stages * (self.a_stage_bytes + self.b_stage_bytes + self.scale_stage_bytes)
+        stages * (self.a_stage_bytes + self.b_stage_bytes)
             + self.epilogue_bytes
             + self.barrier_bytes
     }

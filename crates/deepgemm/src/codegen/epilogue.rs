@@ -228,8 +228,7 @@ pub(crate) fn scale_code(spec: &KernelSpec) -> Result<String, CodegenError> {
 /// the finished sum once, in the epilogue. For C++ this is:
 /// - `outer_scale(acc, m, n)`: the finished sum times the K-independent scales;
 /// - `block_scale_a(m, k)` / `block_scale_b(k, n)`: the K-block scales at an element of the
-///   k-tile (1 when there are none), and `block_scale_a_address` / `block_scale_b_address`:
-///   where that scale is (null when there is none).
+///   k-tile (1 when there are none).
 pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String, CodegenError> {
     let mut out = String::from(
         "  // FP8 scales (codegen::epilogue::split_scale_code): K-block scales multiply each \
@@ -252,7 +251,6 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
         ),
     ] {
         let mut block = Vec::new();
-        let mut block_address = None;
         for scale in scales_of(spec, operand) {
             let factor = scale_factor(scale, &allowed)?;
             let k_block = scale.dims.iter().find_map(|d| match d {
@@ -260,12 +258,7 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
                 _ => None,
             });
             match k_block {
-                Some(b) if b % u64::from(tile_k) == 0 => {
-                    // Scales are f32 and an operand has at most one (sema): the element's
-                    // address is what the kernel's asynchronous copies read.
-                    block_address = Some(format!("&{}", scale_element(scale, &allowed)?));
-                    block.push(factor)
-                }
+                Some(b) if b % u64::from(tile_k) == 0 => block.push(factor),
                 Some(b) => {
                     return Err(CodegenError::Epilogue(format!(
                         "scale tensor `{}` changes every {b} elements of K, inside a k-tile of \
@@ -293,10 +286,6 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
              scales\n",
             operand.name
         );
-        out += &format!(
-            "  auto {lambda}_address = [&]({params}) -> const float* {{ return {}; }};\n",
-            block_address.unwrap_or_else(|| "nullptr".to_string())
-        );
     }
     for line in hoisted {
         out += &line;
@@ -314,11 +303,6 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
 /// One scale tensor read at the element's coordinates: each dim maps to a coordinate (`m`,
 /// `k / 128`, ...) and the tensor is dense in its declared layout.
 fn scale_factor(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, CodegenError> {
-    Ok(format!("dg_to_float({})", scale_element(scale, allowed)?))
-}
-
-/// The element `ptr[index]` of a scale tensor at the coordinates of [`scale_factor`].
-fn scale_element(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, CodegenError> {
     let unsupported =
         |why: String| CodegenError::Epilogue(format!("scale tensor `{}`: {why}", scale.name));
     let mut coords = Vec::new();
@@ -362,5 +346,5 @@ fn scale_element(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, Cod
         };
         index = format!("{lhs} * {} + {}", extents[i], coords[i]);
     }
-    Ok(format!("{}[{index}]", pointer_name(scale)))
+    Ok(format!("dg_to_float({}[{index}])", pointer_name(scale)))
 }

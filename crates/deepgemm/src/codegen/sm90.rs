@@ -62,11 +62,6 @@ pub fn smem_layout(spec: &KernelSpec, tile: Tile, consumers: u32) -> SmemLayout 
         b_stage_bytes: tile.n * tile.k * e,
         epilogue_bytes,
         barrier_bytes: BARRIER_BYTES,
-        scale_stage_bytes: if stages_scales(spec) {
-            (tile.m + tile.n) * 4
-        } else {
-            0
-        },
         swizzle: SmemSwizzle::XorChunks,
     }
 }
@@ -94,22 +89,6 @@ pub fn promotes(spec: &KernelSpec) -> bool {
 /// twice when the kernel promotes (the sums and the k-tile's partial sums).
 pub fn accumulator_registers(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> u32 {
     wg_m * tile_n / 128 * if promotes(spec) { 2 } else { 1 }
-}
-
-/// Whether an operand's scales change along K (`[M, K/128]`, `[N/128, K/128]`).
-fn block_scaled(spec: &KernelSpec, operand: &crate::spec::Operand) -> bool {
-    super::epilogue::scales_of(spec, operand).iter().any(|s| {
-        s.dims
-            .iter()
-            .any(|d| matches!(d, Dim::CeilDiv(ShapeSym::K, _)))
-    })
-}
-
-/// Whether each stage carries its k-tile's K-block scales (one f32 per row of A and column of
-/// B), copied in by a warp of the producer warpgroup, so that the consumers read them from
-/// shared memory instead of waiting on global loads every k-tile.
-pub fn stages_scales(spec: &KernelSpec) -> bool {
-    promotes(spec) && (block_scaled(spec, spec.a()) || block_scaled(spec, spec.b()))
 }
 
 fn is_k_major(spec: &KernelSpec, role: Role) -> bool {
@@ -316,12 +295,6 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("B_TYPE", element_type(spec.b().dtype).to_string()),
         ("PROMOTE", promotes(spec).to_string()),
         ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
-        ("STAGED_SCALES", stages_scales(spec).to_string()),
-        (
-            "A_BLOCK_SCALED",
-            (promotes(spec) && block_scaled(spec, spec.a())).to_string(),
-        ),
-        ("SCALE_STAGE_BYTES", plan.smem.scale_stage_bytes.to_string()),
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         (
             "STAGED_EPILOGUE",

@@ -63,7 +63,6 @@ pub fn smem_layout(
                 b_stage_bytes: b_stage,
                 epilogue_bytes: 0,
                 barrier_bytes: 0,
-                scale_stage_bytes: 0,
                 swizzle: sm80_swizzle(a.dtype),
             }
         }
@@ -72,7 +71,6 @@ pub fn smem_layout(
             b_stage_bytes: tile.k * (tile.n + SIMT_PAD_ELEMS) * 4,
             epilogue_bytes: 0,
             barrier_bytes: 0,
-            scale_stage_bytes: 0,
             swizzle: SmemSwizzle::Padded {
                 pad_elems: SIMT_PAD_ELEMS,
             },

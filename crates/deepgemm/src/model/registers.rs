@@ -134,7 +134,6 @@ mod tests {
                 b_stage_bytes: 0,
                 epilogue_bytes: 0,
                 barrier_bytes: 0,
-                scale_stage_bytes: 0,
                 swizzle: SmemSwizzle::None,
             },
             epilogue: EpilogueStrategy::Direct,
