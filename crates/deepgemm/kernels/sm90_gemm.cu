@@ -41,11 +41,6 @@ constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64
 constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
-// PROMOTE with two cooperating consumers: they issue their k-tiles' wgmmas in strict turn
-// (named barriers 1 and 2), so that the tensor cores run one's products while the other promotes
-// its partial sums; left alone the two run in step and both promote while the tensor cores idle.
-constexpr bool ALTERNATE = PROMOTE && !PINGPONG && CONSUMERS == 2;
-constexpr int ISSUED_BY_FIRST = 1, ISSUED_BY_SECOND = 2;  // the named barriers' ids
 // K-block scales of B a consumer thread keeps per k-tile (see load_scales).
 constexpr int COL_SCALES = B_SCALE_COLUMNS == 0 || B_SCALE_COLUMNS % TILE_N == 0 ? 1
                            : B_SCALE_COLUMNS > TILE_N && B_SCALE_COLUMNS % 8 == 0 ? 2
@@ -199,13 +194,6 @@ __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float 
 // r % 8, so the 8 rows a fragment store touches at once fall in distinct banks.
 __device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
   return r * EPI_ROW_BYTES + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
-}
-// Named barriers between the two consumer warpgroups (256 threads): one waits, one arrives.
-__device__ __forceinline__ void dg_named_sync(int id) {
-  asm volatile("bar.sync %0, 256;\n" :: "r"(id) : "memory");
-}
-__device__ __forceinline__ void dg_named_arrive(int id) {
-  asm volatile("bar.arrive %0, 256;\n" :: "r"(id) : "memory");
 }
 __device__ __forceinline__ void dg_prefetch_tensor_map(const dg_tensor_map* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
@@ -362,7 +350,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int warp = t / 32, lane = t % 32;
     const int first_row = PINGPONG ? 0 : consumer * WG_M;  // this consumer's rows of a tile
     unsigned turn_phase = 0;  // ping-pong: parity of this consumer's next wait on turn()
-    bool issued = false;      // ALTERNATE: whether this consumer has issued a k-tile yet
     float acc[WG_MMAS][ACC];
     // PROMOTE: one k-tile's partial sums, which wgmma writes and the promotion adds into acc
     // (unused, and so allocated no registers, otherwise).
@@ -415,6 +402,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         }
       }
     };
+    // One k-tile's scales, as load_scales keeps them.
+    struct KTileScales {
+      float rows[WG_MMAS][2];
+      float cols[COL_SCALES];
+    };
     // The scale of fragment column 2j + e (of 8-column group j), from what load_scales kept.
     auto col_scale_at = [&](const float (&cols)[COL_SCALES], int j, int e, int n0) -> float {
       if constexpr (COL_SCALES == 1) {
@@ -450,33 +442,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
         turn_phase ^= 1;
       }
-      // PROMOTE: the K-block scales of the k-tile being promoted, for the thread's rows (two per
-      // m64 slice) and fragment columns; the sums start at zero.
-      float row_scale[WG_MMAS][2], col_scale[COL_SCALES];
+      // PROMOTE: the K-block scales of two k-tiles, the one being promoted and the next, in two
+      // sets that swap roles from one k-tile to the next (the loop below runs two k-tiles per
+      // turn, so no copy waits on a load); the sums start at zero.
+      KTileScales scales_even, scales_odd;
       if constexpr (PROMOTE) {
-        load_scales(0, n0, m0, row_scale, col_scale);
+        load_scales(0, n0, m0, scales_even.rows, scales_even.cols);
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
       }
-      for (int kt = 0; kt < k_tiles; ++kt) {
+      auto k_tile = [&](int kt, const KTileScales& scales, KTileScales& next) {
         // PROMOTE: the next k-tile's scales are loaded now, a whole k-tile before they are
         // needed, so that their latency (an L2 round trip) passes under this one's wgmmas.
-        float next_row_scale[WG_MMAS][2], next_col_scale[COL_SCALES];
         if constexpr (PROMOTE) {
-          if (kt + 1 < k_tiles) load_scales(kt + 1, n0, m0, next_row_scale, next_col_scale);
+          if (kt + 1 < k_tiles) load_scales(kt + 1, n0, m0, next.rows, next.cols);
         }
         dg_mbar_wait(full(stage), phase);
-        if constexpr (ALTERNATE) {
-          // The first consumer issues after the second issued the previous k-tile, the second
-          // after the first issued this one.
-          if (consumer == 1) {
-            dg_named_sync(ISSUED_BY_FIRST);
-          } else if (issued) {
-            dg_named_sync(ISSUED_BY_SECOND);
-          }
-        }
         // This stage's descriptors: the k steps and m64 slices below add their offsets.
         const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
         const unsigned long long b_desc_stage = b_desc0 + (unsigned)(stage * (B_STAGE_BYTES >> 4));
@@ -511,10 +494,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         }
         dg_wgmma_commit();
-        if constexpr (ALTERNATE) {
-          dg_named_arrive(consumer == 0 ? ISSUED_BY_FIRST : ISSUED_BY_SECOND);
-          issued = true;
-        }
         if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
           // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
           dg_mbar_arrive(turn(1 - consumer));
@@ -537,16 +516,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                   const int r = 4 * j + 2 * h + e;
-                  const float scale = row_scale[i][h] * col_scale_at(col_scale, j, e, n0);
+                  const float scale = scales.rows[i][h] * col_scale_at(scales.cols, j, e, n0);
                   acc[i][r] = fmaf(scale, part[i][r], acc[i][r]);
                 }
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) {
-            row_scale[i][0] = next_row_scale[i][0];
-            row_scale[i][1] = next_row_scale[i][1];
-          }
-#pragma unroll
-          for (int c = 0; c < COL_SCALES; ++c) col_scale[c] = next_col_scale[c];
         } else {
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
@@ -560,6 +532,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           stage = 0;
           phase ^= 1;
         }
+      };
+      if constexpr (PROMOTE) {
+        for (int kt = 0; kt < k_tiles; kt += 2) {
+          k_tile(kt, scales_even, scales_odd);
+          if (kt + 1 < k_tiles) k_tile(kt + 1, scales_odd, scales_even);
+        }
+      } else {
+        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales_even, scales_odd);
       }
       if constexpr (!PROMOTE) {
         dg_wgmma_wait<0>();
@@ -652,9 +632,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         }
       }
     }
-    // ALTERNATE: the second consumer's last arrival is the first's to take, so that neither
-    // barrier is left half complete.
-    if (ALTERNATE && consumer == 0 && issued) dg_named_sync(ISSUED_BY_SECOND);
   }
   // No block may leave while a cluster peer can still multicast into its shared memory or
   // arrive on its barriers.

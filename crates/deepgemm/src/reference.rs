@@ -763,6 +763,21 @@ mod tests {
         Param, ScaleGranularity, ShapeSpec, TargetRef,
     };
 
+    /// An f32 scale tensor of `of` (row-major when two-dim).
+    fn scale(name: &str, of: &str, dims: Vec<Dim>, granularity: ScaleGranularity) -> SpecOperand {
+        SpecOperand {
+            name: name.into(),
+            direction: Direction::Input,
+            dtype: DType::F32,
+            dims,
+            layout: Layout::Row,
+            role: Role::Scale {
+                of: of.into(),
+                granularity,
+            },
+        }
+    }
+
     fn matrix(
         name: &str,
         dtype: DType,
@@ -1071,28 +1086,18 @@ mod tests {
             [Layout::Row, Layout::Col, Layout::Row],
             Expr::Acc,
         );
-        s.operands.push(SpecOperand {
-            name: "sa".into(),
-            direction: Direction::Input,
-            dtype: DType::F32,
-            dims: vec![Dim::Sym(M), Dim::CeilDiv(K, 128)],
-            layout: Layout::Row,
-            role: Role::Scale {
-                of: "A".into(),
-                granularity: ScaleGranularity::Block1x128,
-            },
-        });
-        s.operands.push(SpecOperand {
-            name: "sb".into(),
-            direction: Direction::Input,
-            dtype: DType::F32,
-            dims: vec![Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)],
-            layout: Layout::Row,
-            role: Role::Scale {
-                of: "B".into(),
-                granularity: ScaleGranularity::Block128x128,
-            },
-        });
+        s.operands.push(scale(
+            "sa",
+            "A",
+            vec![Dim::Sym(M), Dim::CeilDiv(K, 128)],
+            ScaleGranularity::Block1x128,
+        ));
+        s.operands.push(scale(
+            "sb",
+            "B",
+            vec![Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)],
+            ScaleGranularity::Block128x128,
+        ));
         let p = Problem::generate(
             &s,
             Shape::new(3, 130, 300),
@@ -1139,28 +1144,14 @@ mod tests {
             Expr::Acc,
         );
         s.operands[1].dtype = DType::E5m2;
-        s.operands.push(SpecOperand {
-            name: "sa".into(),
-            direction: Direction::Input,
-            dtype: DType::F32,
-            dims: vec![],
-            layout: Layout::Row,
-            role: Role::Scale {
-                of: "A".into(),
-                granularity: ScaleGranularity::PerTensor,
-            },
-        });
-        s.operands.push(SpecOperand {
-            name: "sb".into(),
-            direction: Direction::Input,
-            dtype: DType::F32,
-            dims: vec![Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)],
-            layout: Layout::Row,
-            role: Role::Scale {
-                of: "B".into(),
-                granularity: ScaleGranularity::Block128x128,
-            },
-        });
+        s.operands
+            .push(scale("sa", "A", vec![], ScaleGranularity::PerTensor));
+        s.operands.push(scale(
+            "sb",
+            "B",
+            vec![Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)],
+            ScaleGranularity::Block128x128,
+        ));
         let shape = Shape::new(64, 1024, 1024);
         let p = Problem::generate(&s, shape, &ProblemOptions::default()).unwrap();
         let values = |name: &str| {
