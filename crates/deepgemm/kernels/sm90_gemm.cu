@@ -41,10 +41,21 @@ constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64
 constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
-// K-block scales of B a consumer thread keeps per k-tile (see load_scales).
-constexpr int COL_SCALES = B_SCALE_COLUMNS == 0 || B_SCALE_COLUMNS % TILE_N == 0 ? 1
-                           : B_SCALE_COLUMNS > TILE_N && B_SCALE_COLUMNS % 8 == 0 ? 2
-                           : TILE_N / 4;
+// K-block scales of B a consumer thread keeps per k-tile (codegen::sm90::col_scales): 1 when a
+// tile lies in one block of scale columns, 2 when it can straddle two, else one per fragment
+// column (TILE_N / 4).
+constexpr int COL_SCALES = {{COL_SCALES}};
+// STAGED_SCALES (codegen::sm90::staged_scales): each consumer warp copies the K-block scales of
+// its 16 rows (per m64 slice) and of the tile's columns SCALE_SETS - 1 k-tiles ahead into its
+// own shared-memory slots (cp.async, which cp.async.wait_group tracks by age), a few lanes doing
+// the copies, and every lane reads back its own for the promotion. Loading them into registers
+// instead makes the promotion wait for the newest load in flight, an L2 round trip per k-tile:
+// the hardware counts a thread's outstanding loads, it does not track them one by one.
+constexpr bool STAGED_SCALES = {{STAGED_SCALES}};
+constexpr int SCALE_SETS = {{SCALE_SETS}};            // k-tiles of staged scales
+constexpr int SCALE_ROW_SLOTS = {{SCALE_ROW_SLOTS}};  // A's scales of a warp's rows, 16 per slice
+constexpr int SCALE_COL_SLOTS = {{SCALE_COL_SLOTS}};  // B's scales of the tile (COL_SCALES, 16 B)
+constexpr int SCALE_SET_BYTES = (SCALE_ROW_SLOTS + SCALE_COL_SLOTS) * 4;  // one k-tile, one warp
 
 constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
 constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
@@ -71,7 +82,8 @@ static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
 
 // ---- shared memory (codegen::sm90::smem_layout) ---------------------------------------------
 // [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES] |
-// turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, one per consumer warp.
+// turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, one per consumer warp |
+// STAGED_SCALES: SCALE_SETS sets of SCALE_SET_BYTES per consumer warp.
 // The 128-byte swizzle repeats every 8 rows of 128 bytes (1024 bytes): every stage and every
 // TMA box starts on such a boundary, which is what the wgmma descriptors below assume.
 // K-major operand: rows of TILE_K elements (128 bytes), one row per M (or N) index.
@@ -93,11 +105,60 @@ constexpr int EPI_CHUNKS = EPI_ROW_BYTES / 16;  // 16-byte pieces per staged row
 constexpr int EPI_ELEMS = 16 / (int)sizeof(ElementD);  // elements per 16-byte piece
 static_assert({{EPILOGUE_BYTES}} == (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BYTES : 0),
               "epilogue buffers differ from the plan");
+static_assert({{SCALE_BYTES}} == (STAGED_SCALES ? 4 * CONSUMERS * SCALE_SETS * SCALE_SET_BYTES : 0),
+              "staged scales differ from the plan");
+static_assert(!STAGED_SCALES || (PROMOTE && COL_SCALES <= 2 &&
+                                 (SCALE_ROW_SLOTS == 0 || SCALE_ROW_SLOTS == 16 * WG_MMAS) &&
+                                 (SCALE_COL_SLOTS == 0 || SCALE_COL_SLOTS == 4)),
+              "staged scales: 16 row slots per m64 slice, 4 (16 bytes) for the columns");
 
 // The first column of the second block of B's scale columns that a tile starting at n0 meets.
 __device__ __forceinline__ int second_scale_block(int n0) {
   constexpr int block = B_SCALE_COLUMNS > 0 ? B_SCALE_COLUMNS : 1;
   return (n0 / block + 1) * block;
+}
+
+// ---- promotion (PROMOTE) --------------------------------------------------------------------
+// Adds one k-tile's partial sums into the f32 sums, times the K-block scales: the scale of row
+// (i, h) times that of the column's block of B scales, col0 for the fragment's first FIRST_GROUPS
+// 8-column groups and col1 for the rest. FIRST_GROUPS is a constant, so that no column's choice
+// is made at run time.
+template <int FIRST_GROUPS, int ACC_N>
+__device__ __forceinline__ void dg_promote(float (&acc)[WG_MMAS][ACC_N],
+                                           const float (&part)[WG_MMAS][ACC_N],
+                                           const float (&rows)[WG_MMAS][2], float col0,
+                                           float col1) {
+#pragma unroll
+  for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float first = rows[i][h] * col0, second = rows[i][h] * col1;
+#pragma unroll
+      for (int j = 0; j < TILE_N / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = 4 * j + 2 * h + e;
+          acc[i][r] = fmaf(j < FIRST_GROUPS ? first : second, part[i][r], acc[i][r]);
+        }
+    }
+}
+__host__ __device__ constexpr int dg_gcd(int a, int b) { return b == 0 ? a : dg_gcd(b, a % b); }
+// COL_SCALES == 2: a tile starting at n0 has min(TILE_N, second_scale_block(n0) - n0) / 8 groups
+// in its first block; n0 is a multiple of TILE_N, so that count is a multiple of SPLIT_STEP.
+constexpr int SPLIT_STEP = COL_SCALES == 2 ? dg_gcd(TILE_N, B_SCALE_COLUMNS) / 8 : 1;
+// dg_promote for a tile's `first_groups`, chosen from SPLIT_STEP, 2 SPLIT_STEP, ... TILE_N / 8.
+template <int FIRST_GROUPS = SPLIT_STEP, int ACC_N>
+__device__ __forceinline__ void dg_promote_split(int first_groups, float (&acc)[WG_MMAS][ACC_N],
+                                                 const float (&part)[WG_MMAS][ACC_N],
+                                                 const float (&rows)[WG_MMAS][2], float col0,
+                                                 float col1) {
+  if constexpr (FIRST_GROUPS >= TILE_N / 8) {
+    dg_promote<TILE_N / 8>(acc, part, rows, col0, col1);
+  } else if (first_groups == FIRST_GROUPS) {
+    dg_promote<FIRST_GROUPS>(acc, part, rows, col0, col1);
+  } else {
+    dg_promote_split<FIRST_GROUPS + SPLIT_STEP>(first_groups, acc, part, rows, col0, col1);
+  }
 }
 
 // ---- PTX wrappers ---------------------------------------------------------------------------
@@ -160,6 +221,30 @@ __device__ __forceinline__ void dg_tma_load_multicast(unsigned dst, const dg_ten
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n"
       :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask) : "memory");
+}
+// Copies 4 bytes from global `src` to shared `dst`, or writes zeros when `valid` is false (src
+// is then not read); completes in cp.async.wait_group order.
+__device__ __forceinline__ void dg_cp_async_4(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+               :: "r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+// Copies the first `bytes` (0 to 16) of a 16-byte aligned piece of global memory into 16 bytes of
+// shared memory, zero-filling the rest.
+__device__ __forceinline__ void dg_cp_async_16(unsigned dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void dg_cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int PENDING>
+__device__ __forceinline__ void dg_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING) : "memory");
+}
+__device__ __forceinline__ float dg_ld_shared_f32(unsigned addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
 }
 __device__ __forceinline__ void dg_st_shared(unsigned addr, unsigned v) {
   asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
@@ -250,6 +335,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
   auto turn = [&](int c) { return bars + 8u * (2 * STAGES + c); };  // consumer c may start
   const unsigned epi_buffers = bars + 1024;
+  const unsigned scale_slots = epi_buffers + {{EPILOGUE_BYTES}};
 
   const int wg = threadIdx.x / 128;
   const unsigned rank = CLUSTER_M > 1 ? dg_cluster_rank() : 0u;
@@ -371,51 +457,113 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
     };
 
-    // PROMOTE: k-tile kt's K-block scales of the thread's rows (two per m64 slice) and of its
-    // fragment columns, kept as compactly as B's scale blocks allow (rows and columns outside D
-    // get 0: their partial sums are zero-filled anyway). Tiles start on multiples of TILE_N, so
-    // when TILE_N divides B_SCALE_COLUMNS a tile lies in one block of scale columns (one value);
-    // when it is smaller but does not divide it (112 against 128, say) a tile spans at most two,
-    // each 8-column group of the fragment lying in one; otherwise every fragment column has its
-    // own.
-    auto load_scales = [&](int kt, int n0, int m0, float (&rows)[WG_MMAS][2],
-                           float (&cols)[COL_SCALES]) {
-      const int k0 = kt * TILE_K;
-#pragma unroll
-      for (int i = 0; i < WG_MMAS; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
-          rows[i][h] = m < M ? block_scale_a(m, k0) : 0.0f;
-        }
-      if constexpr (COL_SCALES == 1) {
-        cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
-      } else if constexpr (COL_SCALES == 2) {
-        const int next_n = second_scale_block(n0);
-        cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
-        cols[1] = next_n < N && next_n < n0 + TILE_N ? block_scale_b(k0, next_n) : 0.0f;
-      } else {
-#pragma unroll
-        for (int c = 0; c < COL_SCALES; ++c) {
-          const int n = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
-          cols[c] = n < N ? block_scale_b(k0, n) : 0.0f;
-        }
-      }
-    };
-    // One k-tile's scales, as load_scales keeps them.
+    // One k-tile's K-block scales, as the promotion uses them.
     struct KTileScales {
       float rows[WG_MMAS][2];
       float cols[COL_SCALES];
     };
-    // The scale of fragment column 2j + e (of 8-column group j), from what load_scales kept.
-    auto col_scale_at = [&](const float (&cols)[COL_SCALES], int j, int e, int n0) -> float {
+    // PROMOTE: where k-tile kt's K-block scales are: at the thread's rows (two per m64 slice)
+    // and its fragment columns, COL_SCALES of them; those outside D are not read (their partial
+    // sums are zero-filled anyway).
+    struct ScaleCoords {
+      int k0;
+      int m[WG_MMAS][2];
+      bool m_inside[WG_MMAS][2];
+      int n[COL_SCALES];
+      bool n_inside[COL_SCALES];
+    };
+    auto scale_coords = [&](int kt, int n0, int m0) {
+      ScaleCoords at;
+      at.k0 = kt * TILE_K;
+#pragma unroll
+      for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          at.m[i][h] = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
+          at.m_inside[i][h] = at.m[i][h] < M;
+        }
       if constexpr (COL_SCALES == 1) {
-        return cols[0];
+        at.n[0] = n0;
+        at.n_inside[0] = n0 < N;
       } else if constexpr (COL_SCALES == 2) {
-        return n0 + 8 * j < second_scale_block(n0) ? cols[0] : cols[1];
+        const int next_n = second_scale_block(n0);
+        at.n[0] = n0;
+        at.n_inside[0] = n0 < N;
+        at.n[1] = next_n;
+        at.n_inside[1] = next_n < N && next_n < n0 + TILE_N;
       } else {
-        return cols[2 * j + e];
+#pragma unroll
+        for (int c = 0; c < COL_SCALES; ++c) {
+          at.n[c] = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
+          at.n_inside[c] = at.n[c] < N;
+        }
       }
+      return at;
+    };
+    // Not STAGED_SCALES: the scales straight into registers.
+    auto load_scales = [&](int kt, int n0, int m0, KTileScales& out) {
+      const ScaleCoords at = scale_coords(kt, n0, m0);
+#pragma unroll
+      for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          out.rows[i][h] = at.m_inside[i][h] ? block_scale_a(at.m[i][h], at.k0) : 0.0f;
+#pragma unroll
+      for (int c = 0; c < COL_SCALES; ++c)
+        out.cols[c] = at.n_inside[c] ? block_scale_b(at.k0, at.n[c]) : 0.0f;
+    };
+    // STAGED_SCALES: k-tile kt's set of this warp's slots: A's scales of the warp's 16 rows of
+    // each m64 slice, then B's COL_SCALES.
+    const unsigned warp_sets = scale_slots + (consumer * 4 + warp) * SCALE_SETS * SCALE_SET_BYTES;
+    auto scale_set = [&](int kt) { return warp_sets + (kt % SCALE_SETS) * SCALE_SET_BYTES; };
+    // A's scales of 4 consecutive rows are one 16-byte copy where rows are contiguous (an
+    // M-major scale tensor) and the warp's first row is 16-byte aligned; else each row is copied
+    // apart.
+    const bool rows_contiguous =
+        static_cast<const char*>(block_scale_a_at(1, 0)) -
+            static_cast<const char*>(block_scale_a_at(0, 0)) == 4;
+    auto stage_scales = [&](int kt, int n0, int m0) {
+      const unsigned set = scale_set(kt);
+      const int k0 = kt * TILE_K;
+      if (SCALE_ROW_SLOTS > 0) {
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i) {
+          const int row0 = m0 + first_row + i * 64 + warp * 16;  // the warp's rows of slice i
+          const bool aligned =
+              reinterpret_cast<unsigned long long>(block_scale_a_at(row0 < M ? row0 : 0, k0)) %
+                  16 == 0;
+          if (rows_contiguous && aligned) {
+            // Rows past M are zero-filled, not read.
+            const int m = row0 + 4 * lane;
+            const int bytes = m < M ? 4 * min(4, M - m) : 0;
+            if (lane < 4)
+              dg_cp_async_16(set + (16 * i + 4 * lane) * 4, block_scale_a_at(m < M ? m : 0, k0),
+                             bytes);
+          } else {
+            const int m = row0 + lane;
+            if (lane < 16)
+              dg_cp_async_4(set + (16 * i + lane) * 4, block_scale_a_at(m < M ? m : 0, k0), m < M);
+          }
+        }
+      }
+      if (SCALE_COL_SLOTS > 0 && lane < COL_SCALES) {
+        const int n = lane == 0 ? n0 : second_scale_block(n0);
+        const bool inside = n < N && n < n0 + TILE_N;
+        dg_cp_async_4(set + (SCALE_ROW_SLOTS + lane) * 4, block_scale_b_at(k0, inside ? n : 0),
+                      inside);
+      }
+    };
+    auto read_staged_scales = [&](int kt, KTileScales& out) {
+      const unsigned set = scale_set(kt);
+#pragma unroll
+      for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          out.rows[i][h] =
+              SCALE_ROW_SLOTS > 0 ? dg_ld_shared_f32(set + (16 * i + g + 8 * h) * 4) : 1.0f;
+#pragma unroll
+      for (int c = 0; c < COL_SCALES; ++c)
+        out.cols[c] = SCALE_COL_SLOTS > 0 ? dg_ld_shared_f32(set + (SCALE_ROW_SLOTS + c) * 4) : 1.0f;
     };
 
     // wgmma descriptors of stage 0 for this consumer's first rows of A and for B. A stage, a k
@@ -442,23 +590,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
         turn_phase ^= 1;
       }
-      // PROMOTE: the K-block scales of two k-tiles, the one being promoted and the next, in two
-      // sets that swap roles from one k-tile to the next (the loop below runs two k-tiles per
-      // turn, so no copy waits on a load); the sums start at zero.
-      KTileScales scales_even, scales_odd;
+      // PROMOTE: k-tile kt's scales in scales[kt % 2]; the sums start at zero. STAGED_SCALES:
+      // the first SCALE_SETS - 1 k-tiles' scales are copied now, a commit group each (empty past
+      // the last k-tile, so that wait_group counts alike in every k-tile); else the first
+      // k-tile's are loaded, and each k-tile loads the next one's.
+      KTileScales scales[2];
+      // COL_SCALES == 2: the fragment's 8-column groups in the tile's first block of B scales.
+      const int first_groups = min(TILE_N, second_scale_block(n0) - n0) / 8;
       if constexpr (PROMOTE) {
-        load_scales(0, n0, m0, scales_even.rows, scales_even.cols);
+        if constexpr (STAGED_SCALES) {
+          __syncwarp();  // every lane has read the previous tile's scales
+#pragma unroll
+          for (int s = 0; s + 1 < SCALE_SETS; ++s) {
+            if (s < k_tiles) stage_scales(s, n0, m0);
+            dg_cp_async_commit();
+          }
+        } else {
+          load_scales(0, n0, m0, scales[0]);
+        }
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
       }
-      auto k_tile = [&](int kt, const KTileScales& scales, KTileScales& next) {
-        // PROMOTE: the next k-tile's scales are loaded now, a whole k-tile before they are
-        // needed, so that their latency (an L2 round trip) passes under this one's wgmmas.
-        if constexpr (PROMOTE) {
-          if (kt + 1 < k_tiles) load_scales(kt + 1, n0, m0, next.rows, next.cols);
-        }
+      auto k_tile = [&](int kt, KTileScales& mine, KTileScales& next) {
         dg_mbar_wait(full(stage), phase);
         // This stage's descriptors: the k steps and m64 slices below add their offsets.
         const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
@@ -494,6 +649,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         }
         dg_wgmma_commit();
+        // PROMOTE: the scales are handled while the wgmmas run, off the path from the last
+        // promotion to the next wgmma.
+        if constexpr (PROMOTE) {
+          if constexpr (STAGED_SCALES) {
+            // Copy k-tile kt + SCALE_SETS - 1's scales into the set k-tile kt - 1 was read from
+            // (by every lane: the first __syncwarp); once all but the newest SCALE_SETS - 1 groups
+            // of each copying lane have landed (the second makes them visible to the warp), kt's
+            // are there.
+            __syncwarp();
+            if (kt + SCALE_SETS - 1 < k_tiles) stage_scales(kt + SCALE_SETS - 1, n0, m0);
+            dg_cp_async_commit();
+            dg_cp_async_wait<SCALE_SETS - 1>();
+            __syncwarp();
+            read_staged_scales(kt, mine);
+          } else if (kt + 1 < k_tiles) {
+            // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
+            load_scales(kt + 1, n0, m0, next);
+          }
+        }
         if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
           // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
           dg_mbar_arrive(turn(1 - consumer));
@@ -507,18 +681,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
           release(stage);
+          if constexpr (COL_SCALES == 1) {
+            dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
+          } else if constexpr (COL_SCALES == 2) {
+            dg_promote_split(first_groups, acc, part, mine.rows, mine.cols[0], mine.cols[1]);
+          } else {
+            // Every fragment column has its own scale.
 #pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i)
+            for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
-            for (int j = 0; j < TILE_N / 8; ++j)
+              for (int j = 0; j < TILE_N / 8; ++j)
 #pragma unroll
-              for (int h = 0; h < 2; ++h)
+                for (int h = 0; h < 2; ++h)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  const int r = 4 * j + 2 * h + e;
-                  const float scale = scales.rows[i][h] * col_scale_at(scales.cols, j, e, n0);
-                  acc[i][r] = fmaf(scale, part[i][r], acc[i][r]);
-                }
+                  for (int e = 0; e < 2; ++e) {
+                    const int r = 4 * j + 2 * h + e;
+                    acc[i][r] = fmaf(mine.rows[i][h] * mine.cols[2 * j + e], part[i][r], acc[i][r]);
+                  }
+          }
         } else {
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
@@ -534,12 +714,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         }
       };
       if constexpr (PROMOTE) {
+        // Two k-tiles per turn, the two sets of scales swapping roles (register indices must be
+        // constants).
         for (int kt = 0; kt < k_tiles; kt += 2) {
-          k_tile(kt, scales_even, scales_odd);
-          if (kt + 1 < k_tiles) k_tile(kt + 1, scales_odd, scales_even);
+          k_tile(kt, scales[0], scales[1]);
+          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0]);
         }
       } else {
-        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales_even, scales_odd);
+        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales[0], scales[1]);
       }
       if constexpr (!PROMOTE) {
         dg_wgmma_wait<0>();

@@ -118,6 +118,9 @@ pub struct SmemLayout {
     pub epilogue_bytes: u32,
     /// mbarriers and other bookkeeping.
     pub barrier_bytes: u32,
+    /// fp8 K-block scales staged ahead of their k-tiles (sm90; 0 otherwise).
+    #[serde(default)]
+    pub scale_bytes: u32,
     pub swizzle: SmemSwizzle,
 }
 
@@ -126,6 +129,7 @@ impl SmemLayout {
         stages * (self.a_stage_bytes + self.b_stage_bytes)
             + self.epilogue_bytes
             + self.barrier_bytes
+            + self.scale_bytes
     }
 }
 

@@ -524,6 +524,9 @@ pub fn fp8() -> Vec<Case> {
         "WARPGROUPS == 1; CLUSTER_M == 1;",
         "WARPGROUPS == 2; TILE_M == 128; TILE_N == 112;",
         "WARPGROUPS == 2; TILE_M == 128; TILE_N == 64; CLUSTER_M == 2;",
+        // Tiles that meet two blocks of B's 128-column scales at varying offsets.
+        "WARPGROUPS == 2; TILE_M == 128; TILE_N == 160;",
+        "WARPGROUPS == 2; TILE_M == 64; TILE_N == 144;",
     ] {
         cases.push(
             Case::new("e4m3", "bf16", (1000, 3000, 2000))
@@ -531,5 +534,12 @@ pub fn fp8() -> Vec<Case> {
                 .constraints(constraints),
         );
     }
+    // M not a multiple of 4: A's scale columns are 16-byte aligned only every fourth k-block, so
+    // the staged copies switch between 16-byte and 4-byte pieces.
+    cases.push(
+        Case::new("e4m3", "bf16", (1001, 1500, 1024))
+            .scaling(Scaling::Blocks)
+            .constraints("TILE_N == 160;"),
+    );
     cases
 }

@@ -205,7 +205,7 @@ pub(crate) fn scale_code(spec: &KernelSpec) -> Result<String, CodegenError> {
     ] {
         let factors = scales_of(spec, operand)
             .into_iter()
-            .map(|s| scale_factor(s, &allowed))
+            .map(|s| scale_element(s, &allowed).map(|e| format!("dg_to_float({e})")))
             .collect::<Result<Vec<_>, _>>()?;
         let body = if factors.is_empty() {
             "1.0f".to_string()
@@ -228,7 +228,9 @@ pub(crate) fn scale_code(spec: &KernelSpec) -> Result<String, CodegenError> {
 /// the finished sum once, in the epilogue. For C++ this is:
 /// - `outer_scale(acc, m, n)`: the finished sum times the K-independent scales;
 /// - `block_scale_a(m, k)` / `block_scale_b(k, n)`: the K-block scales at an element of the
-///   k-tile (1 when there are none).
+///   k-tile (1 when there are none);
+/// - `block_scale_a_at(m, k)` / `block_scale_b_at(k, n)`: the address of that scale when it is
+///   one tensor (which the kernel may copy ahead into shared memory), else null.
 pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String, CodegenError> {
     let mut out = String::from(
         "  // FP8 scales (codegen::epilogue::split_scale_code): K-block scales multiply each \
@@ -251,14 +253,19 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
         ),
     ] {
         let mut block = Vec::new();
+        let mut block_elements = Vec::new();
         for scale in scales_of(spec, operand) {
-            let factor = scale_factor(scale, &allowed)?;
+            let element = scale_element(scale, &allowed)?;
+            let factor = format!("dg_to_float({element})");
             let k_block = scale.dims.iter().find_map(|d| match d {
                 Dim::CeilDiv(ShapeSym::K, b) => Some(*b),
                 _ => None,
             });
             match k_block {
-                Some(b) if b % u64::from(tile_k) == 0 => block.push(factor),
+                Some(b) if b % u64::from(tile_k) == 0 => {
+                    block.push(factor);
+                    block_elements.push(element);
+                }
                 Some(b) => {
                     return Err(CodegenError::Epilogue(format!(
                         "scale tensor `{}` changes every {b} elements of K, inside a k-tile of \
@@ -286,6 +293,16 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
              scales\n",
             operand.name
         );
+        let (address, why) = match block_elements.as_slice() {
+            [one] => (format!("&{one}"), "where the kernel stages it from"),
+            _ => (
+                "nullptr".to_string(),
+                "not one tensor: the kernel does not stage it",
+            ),
+        };
+        out += &format!(
+            "  auto {lambda}_at = [&]({params}) -> const void* {{ return {address}; }};  // {why}\n"
+        );
     }
     for line in hoisted {
         out += &line;
@@ -302,7 +319,9 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
 
 /// One scale tensor read at the element's coordinates: each dim maps to a coordinate (`m`,
 /// `k / 128`, ...) and the tensor is dense in its declared layout.
-fn scale_factor(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, CodegenError> {
+/// The element `pointer[index]` of one scale tensor at the coordinates of an element of the
+/// product.
+fn scale_element(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, CodegenError> {
     let unsupported =
         |why: String| CodegenError::Epilogue(format!("scale tensor `{}`: {why}", scale.name));
     let mut coords = Vec::new();
@@ -346,5 +365,5 @@ fn scale_factor(scale: &Operand, allowed: &[ShapeSym; 2]) -> Result<String, Code
         };
         index = format!("{lhs} * {} + {}", extents[i], coords[i]);
     }
-    Ok(format!("dg_to_float({}[{index}])", pointer_name(scale)))
+    Ok(format!("{}[{index}]", pointer_name(scale)))
 }

@@ -6,7 +6,7 @@ use super::abi::element_type;
 use super::{require_unscaled_f32_accumulation, unsupported, CodegenError, TensorMapArg};
 use crate::dtype::DType;
 use crate::hw::Hardware;
-use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile};
+use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout};
 use crate::spec::{Dim, KernelSpec, Layout, Role, ShapeSym};
 
 pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
@@ -22,8 +22,12 @@ const MN_BOX_ELEMS: u32 = 64;
 const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 1024;
 /// The most stages whose barriers fit their 1 KiB.
 const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
-/// Accumulator registers per consumer thread beyond which the consumers would spill.
-const MAX_ACCUMULATORS_PER_THREAD: u32 = 128;
+/// Accumulator registers per consumer thread beyond which the consumers would spill: ptxas gives
+/// the code after `setmaxnreg.inc` the consumers' 232 registers (not the launch's even share of
+/// 168), and the rest of the main loop and the epilogue take up to about 50. Measured with NVRTC
+/// 13.0: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills, 64x176
+/// spills.
+const MAX_ACCUMULATORS_PER_THREAD: u32 = 160;
 /// Global strides and base addresses TMA can read: multiples of 16 bytes.
 pub const TMA_ALIGNMENT_BYTES: u32 = 16;
 
@@ -45,8 +49,13 @@ pub fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
 }
 
 /// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding), then the
-/// barriers, then one staged-epilogue buffer per consumer warp.
-pub fn smem_layout(spec: &KernelSpec, tile: Tile, consumers: u32) -> SmemLayout {
+/// barriers, then one staged-epilogue buffer per consumer warp, then the staged fp8 scales.
+pub fn smem_layout(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout {
+    let consumers = warps.consumer_warpgroups();
+    let scale_bytes = match staged_scales(spec, tile.m / warps.warps_m.max(1), tile.n) {
+        Some(slots) => 4 * consumers * SCALE_SETS * slots.per_warp() * 4,
+        None => 0,
+    };
     let e = spec.a().dtype.size_bytes();
     let epilogue_bytes = match epilogue_strategy(spec) {
         EpilogueStrategy::ViaSmem => {
@@ -62,8 +71,100 @@ pub fn smem_layout(spec: &KernelSpec, tile: Tile, consumers: u32) -> SmemLayout 
         b_stage_bytes: tile.n * tile.k * e,
         epilogue_bytes,
         barrier_bytes: BARRIER_BYTES,
+        scale_bytes,
         swizzle: SmemSwizzle::XorChunks,
     }
+}
+
+/// k-tiles of fp8 K-block scales a consumer thread has in flight when they are staged: it copies
+/// the scales of k-tile kt + SCALE_SETS - 1 while it computes k-tile kt. An L2 round trip under
+/// the copy engine's load takes longer than one k-tile of fp8 wgmmas.
+pub const SCALE_SETS: u32 = 4;
+
+/// The K-block scales of B a consumer thread needs per k-tile (the kernel's `COL_SCALES`). Tiles
+/// start on multiples of TILE_N, so when TILE_N divides the scale block (128 columns) a tile lies
+/// in one block: one value. A tile starts at most `block - gcd(TILE_N, block)` columns into a
+/// block, so when TILE_N is at most `block + gcd` (112, 160, 192 or 256 against 128) it meets at
+/// most two blocks, each 8-column group of the fragment lying in one: two values. Otherwise
+/// every fragment column (TILE_N / 4 of them per thread) has its own.
+fn col_scales(spec: &KernelSpec, tile_n: u32) -> u32 {
+    let block = b_block_scale_columns(spec);
+    let n = u64::from(tile_n);
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    if block == 0 || block.is_multiple_of(n) {
+        1
+    } else if block.is_multiple_of(8) && n <= block + gcd(n, block) {
+        2
+    } else {
+        tile_n / 4
+    }
+}
+
+/// Shared-memory slots (f32) per consumer warp and k-tile for staged K-block scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScaleSlots {
+    /// A's scales of the warp's 16 rows of each m64 slice (0 when A has no K-block scale).
+    pub rows: u32,
+    /// B's scales of the tile's (at most two) blocks of columns, padded to 16 bytes (0 when B
+    /// has none).
+    pub cols: u32,
+}
+
+impl ScaleSlots {
+    pub fn per_warp(self) -> u32 {
+        self.rows + self.cols
+    }
+}
+
+/// The K-block scale tensors of an operand (those indexed by K / block).
+fn k_block_scales<'a>(
+    spec: &'a KernelSpec,
+    operand: &crate::spec::Operand,
+) -> Vec<&'a crate::spec::Operand> {
+    super::epilogue::scales_of(spec, operand)
+        .into_iter()
+        .filter(|s| {
+            s.dims
+                .iter()
+                .any(|d| matches!(d, Dim::CeilDiv(ShapeSym::K, _)))
+        })
+        .collect()
+}
+
+/// Whether the consumers stage fp8 K-block scales through shared memory: each warp copies the
+/// scales of its rows and of the tile's columns (`cp.async`, a few lanes, 16 bytes at a time
+/// where the layout allows) SCALE_SETS - 1 k-tiles ahead into slots of its own, and its lanes
+/// read them back when the k-tile is promoted. A register load instead would make the promotion
+/// wait for the newest loads in flight (the hardware tracks a thread's outstanding loads by
+/// counters, not one by one), which costs an L2 round trip per k-tile. Staged: each operand has
+/// at most one K-block scale tensor, in f32, and a tile meets at most two blocks of B's scale
+/// columns (`col_scales`); otherwise (a product of scale tensors, another dtype, a scale per
+/// column of B) the scales are loaded into registers one k-tile ahead.
+pub fn staged_scales(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> Option<ScaleSlots> {
+    if !promotes(spec) {
+        return None;
+    }
+    let (a, b) = (
+        k_block_scales(spec, spec.a()),
+        k_block_scales(spec, spec.b()),
+    );
+    let stageable = |scales: &[&crate::spec::Operand]| {
+        scales.len() <= 1 && scales.iter().all(|s| s.dtype == DType::F32)
+    };
+    if (a.is_empty() && b.is_empty()) || !stageable(&a) || !stageable(&b) {
+        return None;
+    }
+    if !b.is_empty() && col_scales(spec, tile_n) > 2 {
+        return None;
+    }
+    let cols = if b.is_empty() { 0 } else { 4 };
+    let rows = if a.is_empty() { 0 } else { 16 * (wg_m / 64) };
+    Some(ScaleSlots { rows, cols })
 }
 
 /// Registers each consumer thread may use after `setmaxnreg.inc`: what the register file leaves
@@ -279,6 +380,7 @@ pub(crate) fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
 pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
     let input = spec.a().dtype;
     let consumers = plan.warps.consumer_warpgroups();
+    let staged = staged_scales(spec, plan.tile.m / plan.warps.warps_m.max(1), plan.tile.n);
     vec![
         ("TILE_M", plan.tile.m.to_string()),
         ("TILE_N", plan.tile.n.to_string()),
@@ -295,6 +397,12 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("B_TYPE", element_type(spec.b().dtype).to_string()),
         ("PROMOTE", promotes(spec).to_string()),
         ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
+        ("COL_SCALES", col_scales(spec, plan.tile.n).to_string()),
+        ("STAGED_SCALES", staged.is_some().to_string()),
+        ("SCALE_SETS", SCALE_SETS.to_string()),
+        ("SCALE_ROW_SLOTS", staged.map_or(0, |s| s.rows).to_string()),
+        ("SCALE_COL_SLOTS", staged.map_or(0, |s| s.cols).to_string()),
+        ("SCALE_BYTES", plan.smem.scale_bytes.to_string()),
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         (
             "STAGED_EPILOGUE",

@@ -44,7 +44,7 @@ pub fn smem_layout(
     let a = spec.a();
     let b = spec.b();
     match backend {
-        Backend::Sm90 => super::sm90::smem_layout(spec, tile, warps.consumer_warpgroups()),
+        Backend::Sm90 => super::sm90::smem_layout(spec, tile, warps),
         Backend::Sm80 => {
             let e = a.dtype.size_bytes();
             let pad = sm80_pad_elems(a.dtype);
@@ -63,6 +63,7 @@ pub fn smem_layout(
                 b_stage_bytes: b_stage,
                 epilogue_bytes: 0,
                 barrier_bytes: 0,
+                scale_bytes: 0,
                 swizzle: sm80_swizzle(a.dtype),
             }
         }
@@ -71,6 +72,7 @@ pub fn smem_layout(
             b_stage_bytes: tile.k * (tile.n + SIMT_PAD_ELEMS) * 4,
             epilogue_bytes: 0,
             barrier_bytes: 0,
+            scale_bytes: 0,
             swizzle: SmemSwizzle::Padded {
                 pad_elems: SIMT_PAD_ELEMS,
             },

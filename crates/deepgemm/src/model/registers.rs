@@ -134,6 +134,7 @@ mod tests {
                 b_stage_bytes: 0,
                 epilogue_bytes: 0,
                 barrier_bytes: 0,
+                scale_bytes: 0,
                 swizzle: SmemSwizzle::None,
             },
             epilogue: EpilogueStrategy::Direct,

@@ -231,10 +231,6 @@ fn sm90(spec: &KernelSpec) -> Vec<Plan> {
                 if per_consumer < 64 || per_consumer % 64 != 0 {
                     continue;
                 }
-                // Accumulators per consumer thread must leave room for the rest.
-                if per_consumer * tn / 128 > 192 {
-                    continue;
-                }
                 let warps = WarpLayout {
                     warps_m: splitting,
                     warps_n: 1,
