@@ -22,12 +22,21 @@ const MN_BOX_ELEMS: u32 = 64;
 const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 1024;
 /// The most stages whose barriers fit their 1 KiB.
 const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
-/// Accumulator registers per consumer thread beyond which the consumers would spill: ptxas gives
-/// the code after `setmaxnreg.inc` the consumers' 232 registers (not the launch's even share of
-/// 168), and the rest of the main loop and the epilogue take up to about 50. Measured with NVRTC
-/// 13.0: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills, 64x176
-/// spills.
-const MAX_ACCUMULATORS_PER_THREAD: u32 = 160;
+/// Accumulator registers per consumer thread beyond which the consumers would spill or run
+/// slower. ptxas gives the code after `setmaxnreg.inc` the consumers' 232 registers (not the
+/// launch's even share of 168), of which the rest of the main loop and the epilogue take up to
+/// about 50: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills, 64x176
+/// spills (NVRTC 13.0). The wider fp8 tiles measured faster only when two consumers split a tile
+/// (4096x7168x16384: 128x160 1136 TFLOP/s, 128x128 989); in ping-pong every 64x136..64x160 plan
+/// the model preferred measured 9-18% slower than its 64x128 neighbour (bench/RESULTS.md,
+/// 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier measurements had.
+fn max_accumulators(spec: &KernelSpec, pingpong: bool) -> u32 {
+    if promotes(spec) && !pingpong {
+        160
+    } else {
+        128
+    }
+}
 /// Global strides and base addresses TMA can read: multiples of 16 bytes.
 pub const TMA_ALIGNMENT_BYTES: u32 = 16;
 
@@ -282,10 +291,11 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
         )));
     }
     let accumulators = accumulator_registers(spec, wg_m, tile.n);
-    if accumulators > MAX_ACCUMULATORS_PER_THREAD {
+    let max_accumulators = max_accumulators(spec, warps.pingpong());
+    if accumulators > max_accumulators {
         return Err(fail(format!(
             "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread{}; \
-             at most {MAX_ACCUMULATORS_PER_THREAD}",
+             at most {max_accumulators}",
             tile.n,
             if promotes(spec) {
                 " (the sums and one k-tile's fp8 partial sums)"
