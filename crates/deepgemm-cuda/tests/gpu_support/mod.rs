@@ -526,7 +526,7 @@ pub fn fp8() -> Vec<Case> {
         "WARPGROUPS == 2; TILE_M == 128; TILE_N == 64; CLUSTER_M == 2;",
         // Tiles that meet two blocks of B's 128-column scales at varying offsets.
         "WARPGROUPS == 2; TILE_M == 128; TILE_N == 160;",
-        "WARPGROUPS == 2; TILE_M == 64; TILE_N == 144;",
+        "WARPGROUPS == 2; TILE_M == 128; TILE_N == 144; CLUSTER_M == 1;",
     ] {
         cases.push(
             Case::new("e4m3", "bf16", (1000, 3000, 2000))
