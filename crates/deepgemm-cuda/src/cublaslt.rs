@@ -10,7 +10,8 @@
 //! col-major (both K-major, its "TN"), e4m3 x e4m3, e4m3 x e5m2 or e5m2 x e4m3, a bf16, f16 or
 //! f32 D, and the spec's scales as one of its scaling modes: per tensor (`SCALAR_32F`), per row
 //! of A and column of B (`OUTER_VEC_32F`), or DeepSeek's 1x128 activations with 128x128 weights
-//! (`VEC128_32F` with `BLK128x128_32F`). A scale tensor that is not already in the layout
+//! (`VEC128_32F` with `BLK128x128_32F`), or 1x128 blocks of both (`VEC128_32F` twice, the
+//! weight-gradient form). A scale tensor that is not already in the layout
 //! cuBLASLt reads is copied, once, into a buffer the baseline owns; A, B and D are the problem's
 //! own buffers. The facts about cuBLASLt used here are from the cuBLAS 13 documentation
 //! (docs.nvidia.com/cuda/cublas): "cublasLtMatmul()" (the FP8 requirements and type table),
@@ -435,6 +436,8 @@ pub fn map_fp8(
         let modes = match (sa.map(|s| s.1), sb.map(|s| s.1)) {
             (Some(PerRow), Some(PerCol)) => (ScaleMode::OuterVec, ScaleMode::OuterVec),
             (Some(Block1x128), Some(Block128x128)) => (ScaleMode::Vec128, ScaleMode::Blk128x128),
+            // Weight gradients: 1x128 blocks of A's rows and of B's columns.
+            (Some(Block1x128), Some(Block1x128)) => (ScaleMode::Vec128, ScaleMode::Vec128),
             (ga, gb) => {
                 let name = |g: Option<ScaleGranularity>| match g {
                     None => "unscaled",
@@ -446,7 +449,7 @@ pub fn map_fp8(
                 };
                 return Err(unsupported(format!(
                     "scales A {} and B {}: cuBLASLt takes both per tensor (or unscaled), A per \
-                     row with B per column (outer vector), or A in 1x128 with B in 128x128 blocks",
+                     row with B per column (outer vector), or A in 1x128 with B in 128x128 or 1x128 blocks",
                     name(ga),
                     name(gb)
                 )));

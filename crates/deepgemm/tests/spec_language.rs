@@ -192,6 +192,11 @@ mod spec_language {
                 ScaleGranularity::Block1x128,
                 ScaleGranularity::Block128x128,
             ),
+            (
+                "input sa: f32[M, K/128] col scale_of A; input sb: f32[N, K/128] col scale_of B;",
+                ScaleGranularity::Block1x128,
+                ScaleGranularity::Block1x128,
+            ),
         ];
         for (scales, ga, gb) in cases {
             let k = kernel(&format!("{fp8} {scales}"));

@@ -53,6 +53,9 @@ pub enum Scaling {
     BlocksTransposed,
     /// A per row, B in 128x128 blocks: one scale in the epilogue, one at each promotion.
     RowsAndBlocks,
+    /// 1x128 blocks for both (weight gradients): B `f32[N, K/128]`, one scale per column and
+    /// 128 of K (a scale per fragment column at each promotion).
+    RowBlocksBoth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +139,9 @@ impl Case {
             }
             Scaling::RowsAndBlocks => {
                 "  input sa: f32[M] scale_of A;\n  input sb: f32[N/128, K/128] row scale_of B;\n"
+            }
+            Scaling::RowBlocksBoth => {
+                "  input sa: f32[M, K/128] col scale_of A;\n  input sb: f32[N, K/128] col scale_of B;\n"
             }
         };
         let Shape { m, n, k } = self.shape;
@@ -472,6 +478,7 @@ pub fn fp8() -> Vec<Case> {
         Scaling::PerRowAndColumn,
         Scaling::BlocksTransposed,
         Scaling::RowsAndBlocks,
+        Scaling::RowBlocksBoth,
         Scaling::None,
     ] {
         for shape in [(256, 512, 1024), (127, 129, 255), (1000, 3000, 2000)] {

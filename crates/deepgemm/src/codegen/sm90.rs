@@ -29,9 +29,11 @@ const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// spills (NVRTC 13.0). The wider fp8 tiles measured faster only when two consumers split a tile
 /// (4096x7168x16384: 128x160 1136 TFLOP/s, 128x128 989); in ping-pong every 64x136..64x160 plan
 /// the model preferred measured 9-18% slower than its 64x128 neighbour (bench/RESULTS.md,
-/// 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier measurements had.
-fn max_accumulators(spec: &KernelSpec, pingpong: bool) -> u32 {
-    if promotes(spec) && !pingpong {
+/// 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier measurements had, and so
+/// do kernels that keep a B scale per fragment column (TILE_N / 4 registers per k-tile, twice:
+/// 128x160 spills).
+fn max_accumulators(spec: &KernelSpec, pingpong: bool, tile_n: u32) -> u32 {
+    if promotes(spec) && !pingpong && col_scales(spec, tile_n) <= 2 {
         160
     } else {
         128
@@ -291,7 +293,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
         )));
     }
     let accumulators = accumulator_registers(spec, wg_m, tile.n);
-    let max_accumulators = max_accumulators(spec, warps.pingpong());
+    let max_accumulators = max_accumulators(spec, warps.pingpong(), tile.n);
     if accumulators > max_accumulators {
         return Err(fail(format!(
             "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread{}; \

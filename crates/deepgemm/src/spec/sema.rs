@@ -837,7 +837,8 @@ impl Cx<'_> {
                 let accepted = if target.role == Role::A {
                     "[] (per tensor), [M] (per row) or [M, K/128] (1x128 blocks)"
                 } else {
-                    "[] (per tensor), [N] (per column) or [N/128, K/128] (128x128 blocks)"
+                    "[] (per tensor), [N] (per column), [N, K/128] (1x128 blocks: one column by \
+                     128 of K) or [N/128, K/128] (128x128 blocks)"
                 };
                 self.error(
                     decl.dims_span,
@@ -1350,7 +1351,8 @@ fn scale_granularity(of: &Role, dims: &[Dim]) -> Option<ScaleGranularity> {
         (Role::A | Role::B, []) => Some(ScaleGranularity::PerTensor),
         (Role::A, [Dim::Sym(M)]) => Some(ScaleGranularity::PerRow),
         (Role::B, [Dim::Sym(N)]) => Some(ScaleGranularity::PerCol),
-        (Role::A, [Dim::Sym(M), Dim::CeilDiv(K, 128)]) => Some(ScaleGranularity::Block1x128),
+        (Role::A, [Dim::Sym(M), Dim::CeilDiv(K, 128)])
+        | (Role::B, [Dim::Sym(N), Dim::CeilDiv(K, 128)]) => Some(ScaleGranularity::Block1x128),
         (Role::B, [Dim::CeilDiv(N, 128), Dim::CeilDiv(K, 128)]) => {
             Some(ScaleGranularity::Block128x128)
         }
