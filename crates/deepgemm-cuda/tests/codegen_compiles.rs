@@ -427,6 +427,12 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
         ((128, 112), 6, 2, false, 1),
         ((64, 128), 8, 2, true, 2),
         ((64, 64), 8, 1, false, 1),
+        // The wider cooperative tiles (up to 160 accumulators with the partial sums), one of them
+        // two m64 slices per consumer, and two-block B scales with split steps of 4, 2 and 1.
+        ((128, 160), 5, 2, false, 2),
+        ((128, 144), 6, 2, false, 1),
+        ((128, 136), 6, 2, false, 1),
+        ((256, 80), 4, 2, false, 1),
     ];
     for d_layout in [Layout::Row, Layout::Col] {
         let s = spec(&SpecShape {

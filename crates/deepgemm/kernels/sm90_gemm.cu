@@ -42,9 +42,12 @@ constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // K-block scales of B a consumer thread keeps per k-tile (codegen::sm90::col_scales): 1 when a
-// tile lies in one block of scale columns, 2 when it can straddle two, else one per fragment
-// column (TILE_N / 4).
+// tile lies in one block of scale columns, 2 when it can straddle two, or (PER_COLUMN_SCALES)
+// one per fragment column, TILE_N / 4.
 constexpr int COL_SCALES = {{COL_SCALES}};
+constexpr bool PER_COLUMN_SCALES = {{PER_COLUMN_SCALES}};
+static_assert(PER_COLUMN_SCALES ? COL_SCALES == TILE_N / 4 : COL_SCALES == 1 || COL_SCALES == 2,
+              "B's scales: one or two blocks per tile, or one per fragment column");
 // STAGED_SCALES (codegen::sm90::staged_scales): each consumer warp copies the K-block scales of
 // its 16 rows (per m64 slice) and of the tile's columns SCALE_SETS - 1 k-tiles ahead into its
 // own shared-memory slots (cp.async, which cp.async.wait_group tracks by age), a few lanes doing
@@ -107,7 +110,7 @@ static_assert({{EPILOGUE_BYTES}} == (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_
               "epilogue buffers differ from the plan");
 static_assert({{SCALE_BYTES}} == (STAGED_SCALES ? 4 * CONSUMERS * SCALE_SETS * SCALE_SET_BYTES : 0),
               "staged scales differ from the plan");
-static_assert(!STAGED_SCALES || (PROMOTE && COL_SCALES <= 2 &&
+static_assert(!STAGED_SCALES || (PROMOTE && !PER_COLUMN_SCALES &&
                                  (SCALE_ROW_SLOTS == 0 || SCALE_ROW_SLOTS == 16 * WG_MMAS) &&
                                  (SCALE_COL_SLOTS == 0 || SCALE_COL_SLOTS == 4)),
               "staged scales: 16 row slots per m64 slice, 4 (16 bytes) for the columns");
@@ -143,9 +146,12 @@ __device__ __forceinline__ void dg_promote(float (&acc)[WG_MMAS][ACC_N],
     }
 }
 __host__ __device__ constexpr int dg_gcd(int a, int b) { return b == 0 ? a : dg_gcd(b, a % b); }
-// COL_SCALES == 2: a tile starting at n0 has min(TILE_N, second_scale_block(n0) - n0) / 8 groups
+// TWO_SCALE_BLOCKS: a tile starting at n0 has min(TILE_N, second_scale_block(n0) - n0) / 8 groups
 // in its first block; n0 is a multiple of TILE_N, so that count is a multiple of SPLIT_STEP.
-constexpr int SPLIT_STEP = COL_SCALES == 2 ? dg_gcd(TILE_N, B_SCALE_COLUMNS) / 8 : 1;
+constexpr bool TWO_SCALE_BLOCKS = !PER_COLUMN_SCALES && COL_SCALES == 2;
+constexpr int SPLIT_STEP = TWO_SCALE_BLOCKS ? dg_gcd(TILE_N, B_SCALE_COLUMNS) / 8 : 1;
+static_assert(SPLIT_STEP >= 1 && (TILE_N / 8) % SPLIT_STEP == 0,
+              "a tile's groups in its first block of scales are a multiple of SPLIT_STEP");
 // dg_promote for a tile's `first_groups`, chosen from SPLIT_STEP, 2 SPLIT_STEP, ... TILE_N / 8.
 template <int FIRST_GROUPS = SPLIT_STEP, int ACC_N>
 __device__ __forceinline__ void dg_promote_split(int first_groups, float (&acc)[WG_MMAS][ACC_N],
@@ -482,21 +488,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           at.m[i][h] = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
           at.m_inside[i][h] = at.m[i][h] < M;
         }
-      if constexpr (COL_SCALES == 1) {
-        at.n[0] = n0;
-        at.n_inside[0] = n0 < N;
-      } else if constexpr (COL_SCALES == 2) {
-        const int next_n = second_scale_block(n0);
-        at.n[0] = n0;
-        at.n_inside[0] = n0 < N;
-        at.n[1] = next_n;
-        at.n_inside[1] = next_n < N && next_n < n0 + TILE_N;
-      } else {
+      if constexpr (PER_COLUMN_SCALES) {
 #pragma unroll
         for (int c = 0; c < COL_SCALES; ++c) {
           at.n[c] = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
           at.n_inside[c] = at.n[c] < N;
         }
+      } else if constexpr (COL_SCALES == 1) {
+        at.n[0] = n0;
+        at.n_inside[0] = n0 < N;
+      } else {
+        const int next_n = second_scale_block(n0);
+        at.n[0] = n0;
+        at.n_inside[0] = n0 < N;
+        at.n[1] = next_n;
+        at.n_inside[1] = next_n < N && next_n < n0 + TILE_N;
       }
       return at;
     };
@@ -595,7 +601,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       // the last k-tile, so that wait_group counts alike in every k-tile); else the first
       // k-tile's are loaded, and each k-tile loads the next one's.
       KTileScales scales[2];
-      // COL_SCALES == 2: the fragment's 8-column groups in the tile's first block of B scales.
+      // TWO_SCALE_BLOCKS: the fragment's 8-column groups in the tile's first block of B scales.
       const int first_groups = min(TILE_N, second_scale_block(n0) - n0) / 8;
       if constexpr (PROMOTE) {
         if constexpr (STAGED_SCALES) {
@@ -681,9 +687,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
           release(stage);
-          if constexpr (COL_SCALES == 1) {
+          if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
             dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
-          } else if constexpr (COL_SCALES == 2) {
+          } else if constexpr (TWO_SCALE_BLOCKS) {
             dg_promote_split(first_groups, acc, part, mine.rows, mine.cols[0], mine.cols[1]);
           } else {
             // Every fragment column has its own scale.

@@ -541,6 +541,35 @@ pub fn fp8() -> Vec<Case> {
                 .constraints(constraints),
         );
     }
+    // 8-wide tiles with a scale per column of B (N = 8, and N = 1 in a tile of 8), a 256-row
+    // cooperative tile (two m64 slices per consumer), a split step of 1 (136), row-major A
+    // scales on a 160-wide tile, and fewer k-tiles than staged scale sets (K = 384).
+    for (shape, scaling, constraints) in [
+        ((300, 8, 1024), Scaling::RowBlocksBoth, "TILE_N == 8;"),
+        ((300, 1, 1024), Scaling::RowBlocksBoth, "TILE_N == 8;"),
+        (
+            (1000, 3000, 2000),
+            Scaling::Blocks,
+            "TILE_M == 256; TILE_N == 80;",
+        ),
+        (
+            (1000, 3000, 2000),
+            Scaling::Blocks,
+            "WARPGROUPS == 2; TILE_M == 128; TILE_N == 136;",
+        ),
+        (
+            (1000, 3000, 2000),
+            Scaling::BlocksTransposed,
+            "TILE_N == 160;",
+        ),
+        ((1000, 3000, 384), Scaling::Blocks, "TILE_N == 160;"),
+    ] {
+        cases.push(
+            Case::new("e4m3", "bf16", shape)
+                .scaling(scaling)
+                .constraints(constraints),
+        );
+    }
     // M not a multiple of 4: A's scale columns are 16-byte aligned only every fourth k-block, so
     // the staged copies switch between 16-byte and 4-byte pieces.
     cases.push(

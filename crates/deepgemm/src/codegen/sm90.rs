@@ -33,7 +33,7 @@ const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// do kernels that keep a B scale per fragment column (TILE_N / 4 registers per k-tile, twice:
 /// 128x160 spills).
 fn max_accumulators(spec: &KernelSpec, pingpong: bool, tile_n: u32) -> u32 {
-    if promotes(spec) && !pingpong && col_scales(spec, tile_n) <= 2 {
+    if promotes(spec) && !pingpong && col_scales(spec, tile_n) != ColScales::PerColumn {
         160
     } else {
         128
@@ -92,13 +92,33 @@ pub fn smem_layout(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLay
 /// the copy engine's load takes longer than one k-tile of fp8 wgmmas.
 pub const SCALE_SETS: u32 = 4;
 
-/// The K-block scales of B a consumer thread needs per k-tile (the kernel's `COL_SCALES`). Tiles
-/// start on multiples of TILE_N, so when TILE_N divides the scale block (128 columns) a tile lies
-/// in one block: one value. A tile starts at most `block - gcd(TILE_N, block)` columns into a
-/// block, so when TILE_N is at most `block + gcd` (112, 160, 192 or 256 against 128) it meets at
-/// most two blocks, each 8-column group of the fragment lying in one: two values. Otherwise
-/// every fragment column (TILE_N / 4 of them per thread) has its own.
-fn col_scales(spec: &KernelSpec, tile_n: u32) -> u32 {
+/// How many K-block scales of B a consumer thread needs per k-tile, and why (the kernel's
+/// `COL_SCALES` and `PER_COLUMN_SCALES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ColScales {
+    /// The tile lies in one block of scale columns (or B has no K-block scale).
+    One,
+    /// The tile meets at most two blocks, each 8-column group of the fragment lying in one.
+    TwoBlocks,
+    /// Every fragment column (TILE_N / 4 of them per thread) has its own.
+    PerColumn,
+}
+
+impl ColScales {
+    fn per_thread(self, tile_n: u32) -> u32 {
+        match self {
+            ColScales::One => 1,
+            ColScales::TwoBlocks => 2,
+            ColScales::PerColumn => tile_n / 4,
+        }
+    }
+}
+
+/// Tiles start on multiples of TILE_N, so when TILE_N divides the scale block (128 columns) a tile
+/// lies in one block. A tile starts at most `block - gcd(TILE_N, block)` columns into a block, so
+/// when TILE_N is at most `block + gcd` (112, 160, 192 or 256 against 128) and the block is a
+/// multiple of 8 it meets at most two. Otherwise (a scale per column of B) each column has its own.
+fn col_scales(spec: &KernelSpec, tile_n: u32) -> ColScales {
     let block = b_block_scale_columns(spec);
     let n = u64::from(tile_n);
     let gcd = |mut a: u64, mut b: u64| {
@@ -108,11 +128,11 @@ fn col_scales(spec: &KernelSpec, tile_n: u32) -> u32 {
         a
     };
     if block == 0 || block.is_multiple_of(n) {
-        1
+        ColScales::One
     } else if block.is_multiple_of(8) && n <= block + gcd(n, block) {
-        2
+        ColScales::TwoBlocks
     } else {
-        tile_n / 4
+        ColScales::PerColumn
     }
 }
 
@@ -170,7 +190,7 @@ pub fn staged_scales(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> Option<ScaleS
     if (a.is_empty() && b.is_empty()) || !stageable(&a) || !stageable(&b) {
         return None;
     }
-    if !b.is_empty() && col_scales(spec, tile_n) > 2 {
+    if !b.is_empty() && col_scales(spec, tile_n) == ColScales::PerColumn {
         return None;
     }
     let cols = if b.is_empty() { 0 } else { 4 };
@@ -409,7 +429,16 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("B_TYPE", element_type(spec.b().dtype).to_string()),
         ("PROMOTE", promotes(spec).to_string()),
         ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
-        ("COL_SCALES", col_scales(spec, plan.tile.n).to_string()),
+        (
+            "COL_SCALES",
+            col_scales(spec, plan.tile.n)
+                .per_thread(plan.tile.n)
+                .to_string(),
+        ),
+        (
+            "PER_COLUMN_SCALES",
+            (col_scales(spec, plan.tile.n) == ColScales::PerColumn).to_string(),
+        ),
         ("STAGED_SCALES", staged.is_some().to_string()),
         ("SCALE_SETS", SCALE_SETS.to_string()),
         ("SCALE_ROW_SLOTS", staged.map_or(0, |s| s.rows).to_string()),
