@@ -25,8 +25,9 @@ const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// Accumulator registers per consumer thread beyond which the consumers would spill or run
 /// slower. ptxas gives the code after `setmaxnreg.inc` the consumers' 232 registers (not the
 /// launch's even share of 168), of which the rest of the main loop and the epilogue take up to
-/// about 50: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills, 64x176
-/// spills (NVRTC 13.0). The wider fp8 tiles measured faster only when two consumers split a tile
+/// about 50: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills with
+/// 128x128 block scales; 64x176 spills there (it meets three blocks of B's scales, so it also
+/// keeps a scale per column; NVRTC 13.0). The wider fp8 tiles measured faster only when two consumers split a tile
 /// (4096x7168x16384: 128x160 1136 TFLOP/s, 128x128 989); in ping-pong every 64x136..64x160 plan
 /// the model preferred measured 9-18% slower than its 64x128 neighbour (bench/RESULTS.md,
 /// 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier measurements had, and so
@@ -87,9 +88,10 @@ pub fn smem_layout(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLay
     }
 }
 
-/// k-tiles of fp8 K-block scales a consumer thread has in flight when they are staged: it copies
-/// the scales of k-tile kt + SCALE_SETS - 1 while it computes k-tile kt. An L2 round trip under
-/// the copy engine's load takes longer than one k-tile of fp8 wgmmas.
+/// k-tiles of fp8 K-block scales a consumer warp has staged at once: it copies the scales of
+/// k-tile kt + SCALE_SETS - 1 while it computes k-tile kt, three k-tiles of slack for an L2
+/// round trip while the copy engine keeps L2 busy. 4 is the one value measured (bench/RESULTS.md,
+/// 2c7a63d), not a tuned optimum.
 pub const SCALE_SETS: u32 = 4;
 
 /// How many K-block scales of B a consumer thread needs per k-tile, and why (the kernel's
