@@ -468,55 +468,31 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       float rows[WG_MMAS][2];
       float cols[COL_SCALES];
     };
-    // PROMOTE: where k-tile kt's K-block scales are: at the thread's rows (two per m64 slice)
-    // and its fragment columns, COL_SCALES of them; those outside D are not read (their partial
-    // sums are zero-filled anyway).
-    struct ScaleCoords {
-      int k0;
-      int m[WG_MMAS][2];
-      bool m_inside[WG_MMAS][2];
-      int n[COL_SCALES];
-      bool n_inside[COL_SCALES];
-    };
-    auto scale_coords = [&](int kt, int n0, int m0) {
-      ScaleCoords at;
-      at.k0 = kt * TILE_K;
+    // Not STAGED_SCALES: k-tile kt's K-block scales straight into registers: of the thread's rows
+    // (two per m64 slice) and its fragment columns, COL_SCALES of them; those outside D get 0
+    // (their partial sums are zero-filled anyway).
+    auto load_scales = [&](int kt, int n0, int m0, KTileScales& out) {
+      const int k0 = kt * TILE_K;
 #pragma unroll
       for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          at.m[i][h] = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
-          at.m_inside[i][h] = at.m[i][h] < M;
+          const int m = m0 + first_row + i * 64 + warp * 16 + g + 8 * h;
+          out.rows[i][h] = m < M ? block_scale_a(m, k0) : 0.0f;
         }
       if constexpr (PER_COLUMN_SCALES) {
 #pragma unroll
         for (int c = 0; c < COL_SCALES; ++c) {
-          at.n[c] = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
-          at.n_inside[c] = at.n[c] < N;
+          const int n = n0 + (c / 2) * 8 + 2 * q + (c % 2);  // column c of the fragment
+          out.cols[c] = n < N ? block_scale_b(k0, n) : 0.0f;
         }
       } else if constexpr (COL_SCALES == 1) {
-        at.n[0] = n0;
-        at.n_inside[0] = n0 < N;
+        out.cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
       } else {
         const int next_n = second_scale_block(n0);
-        at.n[0] = n0;
-        at.n_inside[0] = n0 < N;
-        at.n[1] = next_n;
-        at.n_inside[1] = next_n < N && next_n < n0 + TILE_N;
+        out.cols[0] = n0 < N ? block_scale_b(k0, n0) : 0.0f;
+        out.cols[1] = next_n < N && next_n < n0 + TILE_N ? block_scale_b(k0, next_n) : 0.0f;
       }
-      return at;
-    };
-    // Not STAGED_SCALES: the scales straight into registers.
-    auto load_scales = [&](int kt, int n0, int m0, KTileScales& out) {
-      const ScaleCoords at = scale_coords(kt, n0, m0);
-#pragma unroll
-      for (int i = 0; i < WG_MMAS; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          out.rows[i][h] = at.m_inside[i][h] ? block_scale_a(at.m[i][h], at.k0) : 0.0f;
-#pragma unroll
-      for (int c = 0; c < COL_SCALES; ++c)
-        out.cols[c] = at.n_inside[c] ? block_scale_b(at.k0, at.n[c]) : 0.0f;
     };
     // STAGED_SCALES: k-tile kt's set of this warp's slots: A's scales of the warp's 16 rows of
     // each m64 slice, then B's COL_SCALES.

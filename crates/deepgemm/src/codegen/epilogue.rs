@@ -185,24 +185,23 @@ pub(crate) fn scales_of<'a>(spec: &'a KernelSpec, of: &Operand) -> Vec<&'a Opera
         .collect()
 }
 
+/// The scaled operands as the scale lambdas see them: A and B, the suffix of their lambdas'
+/// names, the lambdas' parameters and the symbols a scale of each may be indexed by.
+fn scaled_operands(
+    spec: &KernelSpec,
+) -> [(&Operand, &'static str, &'static str, [ShapeSym; 2]); 2] {
+    [
+        (spec.a(), "a", "int m, int k", [ShapeSym::M, ShapeSym::K]),
+        (spec.b(), "b", "int k, int n", [ShapeSym::K, ShapeSym::N]),
+    ]
+}
+
 /// `scale_a(m, k)` and `scale_b(k, n)`: the product of the operand's scale tensors at one
 /// element (1 when it has none).
 pub(crate) fn scale_code(spec: &KernelSpec) -> Result<String, CodegenError> {
     let mut out = String::new();
-    for (operand, lambda, params, allowed) in [
-        (
-            spec.a(),
-            "scale_a",
-            "int m, int k",
-            [ShapeSym::M, ShapeSym::K],
-        ),
-        (
-            spec.b(),
-            "scale_b",
-            "int k, int n",
-            [ShapeSym::K, ShapeSym::N],
-        ),
-    ] {
+    for (operand, suffix, params, allowed) in scaled_operands(spec) {
+        let lambda = format!("scale_{suffix}");
         let factors = scales_of(spec, operand)
             .into_iter()
             .map(|s| scale_element(s, &allowed).map(|e| format!("dg_to_float({e})")))
@@ -238,20 +237,8 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
     );
     let mut hoisted = Vec::new();
     let mut outer = Vec::new();
-    for (operand, lambda, params, allowed) in [
-        (
-            spec.a(),
-            "block_scale_a",
-            "int m, int k",
-            [ShapeSym::M, ShapeSym::K],
-        ),
-        (
-            spec.b(),
-            "block_scale_b",
-            "int k, int n",
-            [ShapeSym::K, ShapeSym::N],
-        ),
-    ] {
+    for (operand, suffix, params, allowed) in scaled_operands(spec) {
+        let lambda = format!("block_scale_{suffix}");
         let mut block = Vec::new();
         let mut block_elements = Vec::new();
         for scale in scales_of(spec, operand) {

@@ -415,6 +415,7 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
     let input = spec.a().dtype;
     let consumers = plan.warps.consumer_warpgroups();
     let staged = staged_scales(spec, plan.tile.m / plan.warps.warps_m.max(1), plan.tile.n);
+    let b_scales = col_scales(spec, plan.tile.n);
     vec![
         ("TILE_M", plan.tile.m.to_string()),
         ("TILE_N", plan.tile.n.to_string()),
@@ -431,15 +432,10 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("B_TYPE", element_type(spec.b().dtype).to_string()),
         ("PROMOTE", promotes(spec).to_string()),
         ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
-        (
-            "COL_SCALES",
-            col_scales(spec, plan.tile.n)
-                .per_thread(plan.tile.n)
-                .to_string(),
-        ),
+        ("COL_SCALES", b_scales.per_thread(plan.tile.n).to_string()),
         (
             "PER_COLUMN_SCALES",
-            (col_scales(spec, plan.tile.n) == ColScales::PerColumn).to_string(),
+            (b_scales == ColScales::PerColumn).to_string(),
         ),
         ("STAGED_SCALES", staged.is_some().to_string()),
         ("SCALE_SETS", SCALE_SETS.to_string()),
