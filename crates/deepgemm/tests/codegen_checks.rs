@@ -350,3 +350,46 @@ fn sm80_refuses_f32_inputs_and_takes_tf32_as_one_product() {
     // One product per (i, j) tile and k-step: the main loop's only mma call.
     assert_eq!(source.matches("dg_mma(acc").count(), 1, "{source}");
 }
+
+/// fp8 cooperative tiles whose consumers can hold a third set of accumulators (64x128 each)
+/// promote k-tile kt - 1 while k-tile kt's wgmmas run; wider tiles, ping-pong and 16-bit inputs
+/// do not, and a plan that claims otherwise is refused.
+#[test]
+fn fp8_promotion_overlaps_where_a_third_set_of_sums_fits() {
+    use deepgemm::codegen::space::accumulation;
+    use deepgemm::plan::Accumulation;
+    let fp8 = spec(&SpecShape {
+        input: DType::E4m3,
+        block_scales: true,
+        ..SpecShape::default()
+    });
+    let bf16 = spec(&SpecShape::default());
+    let of = |s: &deepgemm::spec::KernelSpec, tile, consumers, pingpong| {
+        let plan = sm90_plan(s, tile, 4, consumers, pingpong, 1);
+        accumulation(s, plan.backend, plan.tile, &plan.warps)
+    };
+    assert_eq!(
+        of(&fp8, (128, 128), 2, false),
+        Accumulation::TwoLevelOverlapped
+    );
+    assert_eq!(
+        of(&fp8, (128, 112), 2, false),
+        Accumulation::TwoLevelOverlapped
+    );
+    assert_eq!(of(&fp8, (128, 160), 2, false), Accumulation::TwoLevel);
+    assert_eq!(of(&fp8, (256, 80), 2, false), Accumulation::TwoLevel);
+    assert_eq!(of(&fp8, (64, 128), 2, true), Accumulation::TwoLevel);
+    assert_eq!(of(&bf16, (128, 128), 2, false), Accumulation::OneLevel);
+
+    let plan = sm90_plan(&fp8, (128, 128), 4, 2, false, 1);
+    let kernel = generate(&fp8, &plan, "v0").unwrap();
+    assert!(kernel
+        .source
+        .contains("constexpr bool OVERLAP_PROMOTION = true;"));
+    let mut wrong = plan.clone();
+    wrong.accumulation = Accumulation::TwoLevel;
+    assert!(
+        unsupported_reason(check_supported(&fp8, &wrong).unwrap_err())
+            .contains("plan.accumulation")
+    );
+}

@@ -2,7 +2,8 @@
 //!
 //! accumulators (TILE_M x TILE_N / math threads, one fp32 register each) + A/B fragments (double
 //! buffered across k-steps) + addresses (a base, plus a share per cp.async copy a thread issues per
-//! stage: the copies are unrolled) + epilogue temporaries, against the per-thread cap: the
+//! stage: the copies are unrolled) + epilogue temporaries (which reuse the registers of fp8
+//! partial sums, dead by the epilogue), against the per-thread cap: the
 //! hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the consumers' share
 //! after the producer gives registers back with `setmaxnreg`.
 
@@ -44,16 +45,22 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
             2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
         }
         // wgmma reads A and B from shared memory through descriptors; fp8 products are summed
-        // apart per k-tile (a second set of accumulators) and promoted into the first.
-        Backend::Sm90 if input_bytes == 1 => accumulators,
-        Backend::Sm90 => 0,
+        // apart per k-tile (one or two more sets of accumulators) and promoted into the first.
+        Backend::Sm90 => accumulators * plan.accumulation.partial_sets(),
         // One column of A and one row of B of the (about square) thread tile per k.
         Backend::Simt => 2 * (accumulators as f64).sqrt().ceil() as u32,
     };
     let addresses = cal.address_regs_per_thread
         + (cal.regs_per_copy * copies_per_thread(plan, input_bytes) as f64).ceil() as u32;
     let epilogue = cal.epilogue_regs_per_thread;
-    let total = accumulators + fragments + addresses + epilogue;
+    // fp8 partial sums are dead once the main loop ends, so the epilogue's temporaries reuse them.
+    let total = accumulators
+        + addresses
+        + if plan.accumulation.partial_sets() > 0 {
+            fragments.max(epilogue)
+        } else {
+            fragments + epilogue
+        };
     let cap = cap(plan, hw);
     Registers {
         accumulators,
@@ -137,6 +144,7 @@ mod tests {
                 scale_bytes: 0,
                 swizzle: SmemSwizzle::None,
             },
+            accumulation: Accumulation::OneLevel,
             epilogue: EpilogueStrategy::Direct,
             operands: OperandPath {
                 a_copy_bytes: 16,
