@@ -441,19 +441,40 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
         ((128, 144), 6, 2, false, 1),
         ((128, 136), 6, 2, false, 1),
         ((256, 80), 4, 2, false, 1),
+        // Overlapped promotion (three sets of sums) with two m64 slices per consumer; a
+        // ping-pong two-block tile (promoted after the wait).
+        ((256, 64), 4, 2, false, 1),
+        ((64, 112), 8, 2, true, 2),
     ];
-    for d_layout in [Layout::Row, Layout::Col] {
+    // fp8 without K-block scales (per-tensor scales are applied in the epilogue): ping-pong
+    // overlaps its promotion at 64x128.
+    let fp8_unscaled_configs = [((64, 128), 8, 2, true, 2), ((128, 128), 6, 2, false, 2)];
+    for (block_scales, d_layout) in [
+        (true, Layout::Row),
+        (true, Layout::Col),
+        (false, Layout::Row),
+    ] {
         let s = spec(&SpecShape {
             input: DType::E4m3,
-            block_scales: true,
+            block_scales,
             d_layout,
             ..SpecShape::default()
         });
-        for (tile, stages, consumers, pingpong, cluster) in fp8_configs {
+        let configs: &[_] = if block_scales {
+            &fp8_configs
+        } else {
+            &fp8_unscaled_configs
+        };
+        for &(tile, stages, consumers, pingpong, cluster) in configs {
             let plan = sm90_plan(&s, tile, stages, consumers, pingpong, cluster);
             deepgemm::codegen::check_supported(&s, &plan).unwrap();
             let label = format!(
-                "sm90 e4m3 blocks r c {} {}",
+                "sm90 e4m3 {} {} {}",
+                if block_scales {
+                    "blocks r c"
+                } else {
+                    "unscaled"
+                },
                 layout_name(d_layout),
                 plan.label()
             );

@@ -46,7 +46,6 @@ constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
 constexpr bool OVERLAP_PROMOTION = {{OVERLAP_PROMOTION}};
 constexpr int PART_SETS = OVERLAP_PROMOTION ? 2 : 1;
 static_assert(PROMOTE || !OVERLAP_PROMOTION, "only promoted sums overlap their promotion");
-static_assert(!(OVERLAP_PROMOTION && PINGPONG), "ptxas serializes a ping-pong overlap (C7518)");
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // K-block scales of B a consumer thread keeps per k-tile (codegen::sm90::col_scales): 1 when a
@@ -627,6 +626,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
+        if constexpr (OVERLAP_PROMOTION) {
+          // The first k-tile promotes a "k-tile -1" of zeros, times zero scales: a branch on
+          // kt > 0 instead makes ptxas serialize the wgmmas of a ping-pong kernel (C7518).
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) {
+#pragma unroll
+            for (int r = 0; r < ACC; ++r) part[1 % PART_SETS][i][r] = 0.0f;
+            scales[1].rows[i][0] = scales[1].rows[i][1] = 0.0f;
+          }
+#pragma unroll
+          for (int c = 0; c < COL_SCALES; ++c) scales[1].cols[c] = 0.0f;
+        }
       }
       // k-tile kt: its scales go to `mine` (`other` holds k-tile kt - 1's or receives kt + 1's),
       // its partial sums to `sums` (`earlier` holds k-tile kt - 1's with OVERLAP_PROMOTION).
@@ -681,10 +692,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             dg_cp_async_wait<SCALE_SETS - 1>();
             __syncwarp();
             read_staged_scales(kt, mine);
-          } else if constexpr (OVERLAP_PROMOTION) {
-            // This k-tile's, promoted a k-tile from now.
-            load_scales(kt, n0, m0, mine);
-          } else if (kt + 1 < k_tiles) {
+          } else if (!OVERLAP_PROMOTION && kt + 1 < k_tiles) {
             // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
             load_scales(kt + 1, n0, m0, other);
           }
@@ -698,7 +706,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           // wait) are added in while this k-tile's wgmmas run. No wgmma stays in flight from one
           // k-tile to the next: with one in flight across the loop's back edge, ptxas cannot tell
           // which sums are complete and serializes every wgmma (C7514) once the loop reads any.
-          if (OVERLAP_PROMOTION && kt > 0) promote(earlier, other, first_groups);
+          if constexpr (OVERLAP_PROMOTION) {
+            promote(earlier, other, first_groups);
+            // Register loads of this k-tile's scales (promoted a k-tile from now) go after the
+            // promotion, which would otherwise wait for them (loads are counted, not tracked).
+            if constexpr (!STAGED_SCALES) load_scales(kt, n0, m0, mine);
+            // The promotion stays before the wait (it touches registers only, which the wait's
+            // memory clobber does not order).
+#pragma unroll
+            for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+          }
           // This k-tile's partial sums: wait for them and hand the stage back (without
           // OVERLAP_PROMOTION, add them in now).
 #pragma unroll

@@ -351,9 +351,9 @@ fn sm80_refuses_f32_inputs_and_takes_tf32_as_one_product() {
     assert_eq!(source.matches("dg_mma(acc").count(), 1, "{source}");
 }
 
-/// fp8 cooperative tiles whose consumers can hold a third set of accumulators (64x128 each)
-/// promote k-tile kt - 1 while k-tile kt's wgmmas run; wider tiles, ping-pong and 16-bit inputs
-/// do not, and a plan that claims otherwise is refused.
+/// fp8 tiles whose consumers can hold a third set of accumulators (64x128 results each; in
+/// ping-pong only without K-block scales) promote k-tile kt - 1 while k-tile kt's wgmmas run;
+/// wider tiles and 16-bit inputs do not, and a plan that claims otherwise is refused.
 #[test]
 fn fp8_promotion_overlaps_where_a_third_set_of_sums_fits() {
     use deepgemm::codegen::space::accumulation;
@@ -378,7 +378,20 @@ fn fp8_promotion_overlaps_where_a_third_set_of_sums_fits() {
     );
     assert_eq!(of(&fp8, (128, 160), 2, false), Accumulation::TwoLevel);
     assert_eq!(of(&fp8, (256, 80), 2, false), Accumulation::TwoLevel);
+    // Ping-pong overlaps without K-block scales only.
     assert_eq!(of(&fp8, (64, 128), 2, true), Accumulation::TwoLevel);
+    let fp8_unscaled = spec(&SpecShape {
+        input: DType::E4m3,
+        ..SpecShape::default()
+    });
+    assert_eq!(
+        of(&fp8_unscaled, (64, 128), 2, true),
+        Accumulation::TwoLevelOverlapped
+    );
+    assert_eq!(
+        of(&fp8_unscaled, (64, 160), 2, true),
+        Accumulation::TwoLevel
+    );
     assert_eq!(of(&bf16, (128, 128), 2, false), Accumulation::OneLevel);
 
     let plan = sm90_plan(&fp8, (128, 128), 4, 2, false, 1);

@@ -46,23 +46,24 @@ fn max_accumulators(spec: &KernelSpec, pingpong: bool, tile_n: u32) -> u32 {
 
 /// Registers per consumer thread that the sums, two sets of fp8 partial sums and (kept per
 /// fragment column) two k-tiles' B scales may take for the overlapped promotion: 64x128 per
-/// consumer (3 x 64). What is left of the 232 holds the descriptors, the row scales and the
-/// epilogue, as with 64x160 and one set of partial sums.
+/// consumer (3 x 64), which leaves 40 of the 232 for the rest of the main loop.
 const OVERLAPPED_REGISTERS: u32 = 192;
 
 /// How the consumers accumulate. fp8 promotes each k-tile's partial sums (two levels); where a
 /// second set of partial sums fits (`OVERLAPPED_REGISTERS`), the promotion of k-tile kt - 1 runs
 /// while k-tile kt's wgmmas do, instead of after a wait for them: the two consumers of a
 /// cooperative tile otherwise wait and promote at about the same moments, and the tensor cores
-/// idle meanwhile (the same kernel without promotion ran 10% faster at 4096x7168x16384).
+/// idle meanwhile (the same kernel without promotion ran 10% faster at 4096x7168x16384); a
+/// ping-pong consumer's promotion otherwise stops the tensor cores outright. Ping-pong kernels
+/// with K-block scales promote after the wait: with the overlap, ptxas spills 60 bytes at 64x128
+/// and serializes every wgmma at 64x112 (C7518, the two-block promotion's branches; NVRTC 13.0).
 pub fn accumulation(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> Accumulation {
     if !promotes(spec) {
         return Accumulation::OneLevel;
     }
-    // Ping-pong consumers run whole tiles alone, so they would gain the most, but ptxas
-    // serializes every wgmma of a 64x128 ping-pong kernel with the overlap (C7518: a wait it
-    // inserts on a divergent path; NVRTC 13.0), so they promote after the wait.
-    if warps.pingpong() {
+    let k_block_scaled =
+        !(k_block_scales(spec, spec.a()).is_empty() && k_block_scales(spec, spec.b()).is_empty());
+    if warps.pingpong() && k_block_scaled {
         return Accumulation::TwoLevel;
     }
     let sums = tile.m / warps.warps_m.max(1) * tile.n / 128;
