@@ -49,8 +49,7 @@ sanitizer() {
   # The mbarrier ring, the ping-pong turns and the cluster's multicast and remote arrivals of a
   # persistent sm90 kernel (cooperative and ping-pong), under racecheck and synccheck.
   # The fp8 kernels (cooperative, and ping-pong at M = 128) add the promotion and the scales each
-  # consumer warp stages ahead through shared memory with cp.async; per-tensor ping-pong overlaps
-  # its promotion with the next k-tile's wgmmas.
+  # consumer thread stages ahead through shared memory with cp.async.
   for args in "bench/specs/sm90_pingpong_cluster.dgml" \
               "examples/odd_shape.dgml --shape 2100,2100,128" \
               "examples/fp8_block_scaled.dgml --shape 1000,1500,1000" \

@@ -21,9 +21,7 @@
 // With PROMOTE (fp8 inputs), accumulation has two levels: wgmma sums one k-tile's products into
 // `part` (its fp8 adds keep fewer bits than f32), and the consumer then adds `part` into the f32
 // sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
-// 128x128 recipe). With OVERLAP_PROMOTION the consumer keeps two sets of partial sums and
-// promotes k-tile kt - 1 while k-tile kt's wgmmas run; else it waits for each k-tile's wgmmas
-// and promotes them while the other consumer's wgmmas keep the tensor cores busy.
+// 128x128 recipe). The other consumer's wgmmas keep the tensor cores busy meanwhile.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};
@@ -41,11 +39,6 @@ constexpr int STAGE_READERS = PINGPONG ? 1 : CONSUMERS;  // consumers that read 
 constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k step
 constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64 wgmma
 constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
-// Two sets of partial sums, one summed by wgmma while the other is promoted
-// (codegen::sm90::accumulation).
-constexpr bool OVERLAP_PROMOTION = {{OVERLAP_PROMOTION}};
-constexpr int PART_SETS = OVERLAP_PROMOTION ? 2 : 1;
-static_assert(PROMOTE || !OVERLAP_PROMOTION, "only promoted sums overlap their promotion");
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // K-block scales of B a consumer thread keeps per k-tile (codegen::sm90::col_scales): 1 when a
@@ -450,10 +443,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int first_row = PINGPONG ? 0 : consumer * WG_M;  // this consumer's rows of a tile
     unsigned turn_phase = 0;  // ping-pong: parity of this consumer's next wait on turn()
     float acc[WG_MMAS][ACC];
-    // PROMOTE: a k-tile's partial sums, which wgmma writes and the promotion adds into acc; with
-    // OVERLAP_PROMOTION k-tile kt's in part[kt % 2] (unused, and so allocated no registers,
-    // without PROMOTE).
-    float part[PART_SETS][WG_MMAS][ACC];
+    // PROMOTE: one k-tile's partial sums, which wgmma writes and the promotion adds into acc
+    // (unused, and so allocated no registers, otherwise).
+    float part[WG_MMAS][ACC];
     // wgmma's D fragment: thread (warp, lane) holds rows warp*16 + lane/4 (+8) and columns
     // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
     const int g = lane / 4, q = lane % 4;
@@ -556,29 +548,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         out.cols[c] = SCALE_COL_SLOTS > 0 ? dg_ld_shared_f32(set + (SCALE_ROW_SLOTS + c) * 4) : 1.0f;
     };
 
-    // Adds a k-tile's partial sums into acc, times its K-block scales (first_groups: the
-    // fragment's 8-column groups in the tile's first block of B scales, TWO_SCALE_BLOCKS).
-    auto promote = [&](const float (&sums)[WG_MMAS][ACC], const KTileScales& s, int first_groups) {
-      if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
-        dg_promote<TILE_N / 8>(acc, sums, s.rows, s.cols[0], s.cols[0]);
-      } else if constexpr (TWO_SCALE_BLOCKS) {
-        dg_promote_split(first_groups, acc, sums, s.rows, s.cols[0], s.cols[1]);
-      } else {
-        // Every fragment column has its own scale.
-#pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i)
-#pragma unroll
-          for (int j = 0; j < TILE_N / 8; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int r = 4 * j + 2 * h + e;
-                acc[i][r] = fmaf(s.rows[i][h] * s.cols[2 * j + e], sums[i][r], acc[i][r]);
-              }
-      }
-    };
-
     // wgmma descriptors of stage 0 for this consumer's first rows of A and for B. A stage, a k
     // step or an m64 slice adds its byte offset / 16 to the start-address field (bits 0-13),
     // which never carries into the next field: shared-memory addresses stay below 2^18.
@@ -605,9 +574,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
       // PROMOTE: k-tile kt's scales in scales[kt % 2]; the sums start at zero. STAGED_SCALES:
       // the first SCALE_SETS - 1 k-tiles' scales are copied now, a commit group each (empty past
-      // the last k-tile, so that wait_group counts alike in every k-tile); else with
-      // OVERLAP_PROMOTION each k-tile loads its own (promoted a k-tile later), and otherwise the
-      // first k-tile's are loaded now and each k-tile loads the next one's.
+      // the last k-tile, so that wait_group counts alike in every k-tile); else the first
+      // k-tile's are loaded, and each k-tile loads the next one's.
       KTileScales scales[2];
       // TWO_SCALE_BLOCKS: the fragment's 8-column groups in the tile's first block of B scales.
       const int first_groups = min(TILE_N, second_scale_block(n0) - n0) / 8;
@@ -619,30 +587,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             if (s < k_tiles) stage_scales(s, n0, m0);
             dg_cp_async_commit();
           }
-        } else if constexpr (!OVERLAP_PROMOTION) {
+        } else {
           load_scales(0, n0, m0, scales[0]);
         }
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
-        if constexpr (OVERLAP_PROMOTION) {
-          // The first k-tile promotes a "k-tile -1" of zeros, times zero scales: a branch on
-          // kt > 0 instead makes ptxas serialize the wgmmas of a ping-pong kernel (C7518).
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) {
-#pragma unroll
-            for (int r = 0; r < ACC; ++r) part[1 % PART_SETS][i][r] = 0.0f;
-            scales[1].rows[i][0] = scales[1].rows[i][1] = 0.0f;
-          }
-#pragma unroll
-          for (int c = 0; c < COL_SCALES; ++c) scales[1].cols[c] = 0.0f;
-        }
       }
-      // k-tile kt: its scales go to `mine` (`other` holds k-tile kt - 1's or receives kt + 1's),
-      // its partial sums to `sums` (`earlier` holds k-tile kt - 1's with OVERLAP_PROMOTION).
-      auto k_tile = [&](int kt, KTileScales& mine, KTileScales& other, float (&sums)[WG_MMAS][ACC],
-                        float (&earlier)[WG_MMAS][ACC]) {
+      auto k_tile = [&](int kt, KTileScales& mine, KTileScales& next) {
         dg_mbar_wait(full(stage), phase);
         // This stage's descriptors: the k steps and m64 slices below add their offsets.
         const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
@@ -650,7 +603,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) {
           if constexpr (PROMOTE) {
-            dg_fence_acc(sums[i]);
+            dg_fence_acc(part[i]);
           } else {
             dg_fence_acc(acc[i]);
           }
@@ -671,7 +624,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
             // PROMOTE of the k-tile.
             if constexpr (PROMOTE) {
-              dg_wgmma(sums[i], desc_a, desc_b, ks > 0 ? 1 : 0);
+              dg_wgmma(part[i], desc_a, desc_b, ks > 0 ? 1 : 0);
             } else {
               dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
             }
@@ -692,9 +645,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             dg_cp_async_wait<SCALE_SETS - 1>();
             __syncwarp();
             read_staged_scales(kt, mine);
-          } else if (!OVERLAP_PROMOTION && kt + 1 < k_tiles) {
+          } else if (kt + 1 < k_tiles) {
             // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
-            load_scales(kt + 1, n0, m0, other);
+            load_scales(kt + 1, n0, m0, next);
           }
         }
         if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
@@ -702,29 +655,37 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           dg_mbar_arrive(turn(1 - consumer));
         }
         if constexpr (PROMOTE) {
-          // OVERLAP_PROMOTION: k-tile kt - 1's partial sums (complete since the previous k-tile's
-          // wait) are added in while this k-tile's wgmmas run. No wgmma stays in flight from one
-          // k-tile to the next: with one in flight across the loop's back edge, ptxas cannot tell
-          // which sums are complete and serializes every wgmma (C7514) once the loop reads any.
-          if constexpr (OVERLAP_PROMOTION) {
-            promote(earlier, other, first_groups);
-            // Register loads of this k-tile's scales (promoted a k-tile from now) go after the
-            // promotion, which would otherwise wait for them (loads are counted, not tracked).
-            if constexpr (!STAGED_SCALES) load_scales(kt, n0, m0, mine);
-            // The promotion stays before the wait (it touches registers only, which the wait's
-            // memory clobber does not order).
+          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
+          // and add them in. (Measured alternative, not kept: a second set of partial sums, so
+          // that k-tile kt - 1 is promoted while kt's wgmmas run, fits 64x128 per consumer; it
+          // ran 128x128 tiles ~10% faster than without, but the 128x160 tiles this leaves room
+          // for ran faster still, and 64x128 ping-pong no faster: bench/RESULTS.md, 2026-12-01
+          // "overlapped promotion". ptxas keeps the wgmmas pipelined only if no wgmma stays in
+          // flight across the k loop's back edge once the loop reads partial sums: C7514.)
 #pragma unroll
-            for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
-          }
-          // This k-tile's partial sums: wait for them and hand the stage back (without
-          // OVERLAP_PROMOTION, add them in now).
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(sums[i]);
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
           dg_wgmma_wait<0>();
 #pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(sums[i]);
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
           release(stage);
-          if constexpr (!OVERLAP_PROMOTION) promote(sums, mine, first_groups);
+          if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
+            dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
+          } else if constexpr (TWO_SCALE_BLOCKS) {
+            dg_promote_split(first_groups, acc, part, mine.rows, mine.cols[0], mine.cols[1]);
+          } else {
+            // Every fragment column has its own scale.
+#pragma unroll
+            for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+              for (int j = 0; j < TILE_N / 8; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                  for (int e = 0; e < 2; ++e) {
+                    const int r = 4 * j + 2 * h + e;
+                    acc[i][r] = fmaf(mine.rows[i][h] * mine.cols[2 * j + e], part[i][r], acc[i][r]);
+                  }
+          }
         } else {
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
@@ -740,24 +701,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         }
       };
       if constexpr (PROMOTE) {
-        // Two k-tiles per turn, the two sets of scales (and of partial sums) swapping roles
-        // (register indices must be constants).
-        constexpr int second = 1 % PART_SETS;
+        // Two k-tiles per turn, the two sets of scales swapping roles (register indices must be
+        // constants).
         for (int kt = 0; kt < k_tiles; kt += 2) {
-          k_tile(kt, scales[0], scales[1], part[0], part[second]);
-          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0], part[second], part[0]);
+          k_tile(kt, scales[0], scales[1]);
+          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0]);
         }
       } else {
-        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales[0], scales[1], part[0], part[0]);
+        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales[0], scales[1]);
       }
-      if constexpr (OVERLAP_PROMOTION) {
-        // The last k-tile's partial sums.
-        if ((k_tiles - 1) % 2 == 0) {
-          promote(part[0], scales[0], first_groups);
-        } else {
-          promote(part[1 % PART_SETS], scales[1], first_groups);
-        }
-      } else if constexpr (!PROMOTE) {
+      if constexpr (!PROMOTE) {
         dg_wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);

@@ -143,34 +143,6 @@ pub enum EpilogueStrategy {
     ViaSmem,
 }
 
-/// How the products reach the f32 accumulators.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Accumulation {
-    /// The tensor cores (or CUDA cores) add every product into the accumulators themselves.
-    #[default]
-    OneLevel,
-    /// Two levels (sm90 fp8): each k-tile's products are summed apart by wgmma, whose fp8 adds
-    /// keep fewer bits than f32, then promoted into the f32 sums on the CUDA cores, times the
-    /// K-block scales; the consumer waits for the k-tile's wgmmas before it promotes.
-    TwoLevel,
-    /// Two levels with two sets of partial sums: wgmma sums k-tile kt into one while the
-    /// consumer promotes k-tile kt - 1 from the other, so the tensor cores do not wait for the
-    /// promotion (a third set of accumulator registers).
-    TwoLevelOverlapped,
-}
-
-impl Accumulation {
-    /// Sets of k-tile partial sums a thread keeps beside the f32 sums.
-    pub fn partial_sets(self) -> u32 {
-        match self {
-            Accumulation::OneLevel => 0,
-            Accumulation::TwoLevel => 1,
-            Accumulation::TwoLevelOverlapped => 2,
-        }
-    }
-}
-
 /// How global operands reach shared memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OperandPath {
@@ -199,9 +171,6 @@ pub struct Plan {
     /// One block per SM looping over tiles (sm90) instead of one block per tile.
     pub persistent: bool,
     pub smem: SmemLayout,
-    /// Derived from the spec and the tile like `smem` (codegen::space::accumulation).
-    #[serde(default)]
-    pub accumulation: Accumulation,
     pub epilogue: EpilogueStrategy,
     pub operands: OperandPath,
 }

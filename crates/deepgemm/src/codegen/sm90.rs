@@ -6,9 +6,7 @@ use super::abi::element_type;
 use super::{require_unscaled_f32_accumulation, unsupported, CodegenError, TensorMapArg};
 use crate::dtype::DType;
 use crate::hw::Hardware;
-use crate::plan::{
-    Accumulation, Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
-};
+use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout};
 use crate::spec::{Dim, KernelSpec, Layout, Role, ShapeSym};
 
 pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
@@ -25,17 +23,16 @@ const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 1024;
 /// The most stages whose barriers fit their 1 KiB.
 const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// Accumulator registers per consumer thread beyond which the consumers would spill or run
-/// slower, for the sums and one set of fp8 partial sums. ptxas gives the code after
-/// `setmaxnreg.inc` the consumers' 232 registers (not the launch's even share of 168), of which
-/// the rest of the main loop and the epilogue take up to about 50: fp8 64x160 per consumer (80
-/// sums + 80 partial sums) compiles without spills with 128x128 block scales; 64x176 spills
-/// there (it meets three blocks of B's scales, so it also keeps a scale per column; NVRTC 13.0).
-/// The wider fp8 tiles measured faster only when two consumers split a tile (4096x7168x16384:
-/// 128x160 1136 TFLOP/s, 128x128 989, both promoting after each k-tile's wait); in ping-pong
-/// every 64x136..64x160 plan the model preferred measured 9-18% slower than its 64x128 neighbour
-/// (bench/RESULTS.md, 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier
-/// measurements had, and so do kernels that keep a B scale per fragment column (TILE_N / 4
-/// registers per k-tile, twice: 128x160 spills).
+/// slower. ptxas gives the code after `setmaxnreg.inc` the consumers' 232 registers (not the
+/// launch's even share of 168), of which the rest of the main loop and the epilogue take up to
+/// about 50: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills with
+/// 128x128 block scales; 64x176 spills there (it meets three blocks of B's scales, so it also
+/// keeps a scale per column; NVRTC 13.0). The wider fp8 tiles measured faster only when two consumers split a tile
+/// (4096x7168x16384: 128x160 1136 TFLOP/s, 128x128 989); in ping-pong every 64x136..64x160 plan
+/// the model preferred measured 9-18% slower than its 64x128 neighbour (bench/RESULTS.md,
+/// 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier measurements had, and so
+/// do kernels that keep a B scale per fragment column (TILE_N / 4 registers per k-tile, twice:
+/// 128x160 spills).
 fn max_accumulators(spec: &KernelSpec, pingpong: bool, tile_n: u32) -> u32 {
     if promotes(spec) && !pingpong && col_scales(spec, tile_n) != ColScales::PerColumn {
         160
@@ -43,41 +40,6 @@ fn max_accumulators(spec: &KernelSpec, pingpong: bool, tile_n: u32) -> u32 {
         128
     }
 }
-
-/// Registers per consumer thread that the sums, two sets of fp8 partial sums and (kept per
-/// fragment column) two k-tiles' B scales may take for the overlapped promotion: 64x128 per
-/// consumer (3 x 64), which leaves 40 of the 232 for the rest of the main loop.
-const OVERLAPPED_REGISTERS: u32 = 192;
-
-/// How the consumers accumulate. fp8 promotes each k-tile's partial sums (two levels); where a
-/// second set of partial sums fits (`OVERLAPPED_REGISTERS`), the promotion of k-tile kt - 1 runs
-/// while k-tile kt's wgmmas do, instead of after a wait for them: the two consumers of a
-/// cooperative tile otherwise wait and promote at about the same moments, and the tensor cores
-/// idle meanwhile (the same kernel without promotion ran 10% faster at 4096x7168x16384); a
-/// ping-pong consumer's promotion otherwise stops the tensor cores outright. Ping-pong kernels
-/// with K-block scales promote after the wait: with the overlap, ptxas spills 60 bytes at 64x128
-/// and serializes every wgmma at 64x112 (C7518, the two-block promotion's branches; NVRTC 13.0).
-pub fn accumulation(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> Accumulation {
-    if !promotes(spec) {
-        return Accumulation::OneLevel;
-    }
-    let k_block_scaled =
-        !(k_block_scales(spec, spec.a()).is_empty() && k_block_scales(spec, spec.b()).is_empty());
-    if warps.pingpong() && k_block_scaled {
-        return Accumulation::TwoLevel;
-    }
-    let sums = tile.m / warps.warps_m.max(1) * tile.n / 128;
-    let col_scale_registers = match col_scales(spec, tile.n) {
-        ColScales::PerColumn => 2 * ColScales::PerColumn.per_thread(tile.n),
-        ColScales::One | ColScales::TwoBlocks => 0,
-    };
-    if 3 * sums + col_scale_registers <= OVERLAPPED_REGISTERS {
-        Accumulation::TwoLevelOverlapped
-    } else {
-        Accumulation::TwoLevel
-    }
-}
-
 /// Global strides and base addresses TMA can read: multiples of 16 bytes.
 pub const TMA_ALIGNMENT_BYTES: u32 = 16;
 
@@ -258,9 +220,9 @@ pub fn promotes(spec: &KernelSpec) -> bool {
 }
 
 /// f32 registers per consumer thread that hold results: `wg_m x tile_n` sums over 128 threads,
-/// and as many again per set of fp8 partial sums.
-fn accumulator_registers(accumulation: Accumulation, wg_m: u32, tile_n: u32) -> u32 {
-    wg_m * tile_n / 128 * (1 + accumulation.partial_sets())
+/// twice when the kernel promotes (the sums and the k-tile's partial sums).
+pub fn accumulator_registers(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> u32 {
+    wg_m * tile_n / 128 * if promotes(spec) { 2 } else { 1 }
 }
 
 fn is_k_major(spec: &KernelSpec, role: Role) -> bool {
@@ -352,22 +314,17 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             tile.n
         )));
     }
-    let accumulators = accumulator_registers(plan.accumulation, wg_m, tile.n);
-    let max_accumulators = match plan.accumulation {
-        Accumulation::TwoLevelOverlapped => OVERLAPPED_REGISTERS,
-        Accumulation::OneLevel | Accumulation::TwoLevel => {
-            max_accumulators(spec, warps.pingpong(), tile.n)
-        }
-    };
+    let accumulators = accumulator_registers(spec, wg_m, tile.n);
+    let max_accumulators = max_accumulators(spec, warps.pingpong(), tile.n);
     if accumulators > max_accumulators {
         return Err(fail(format!(
             "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread{}; \
              at most {max_accumulators}",
             tile.n,
-            match plan.accumulation.partial_sets() {
-                0 => "",
-                1 => " (the sums and one k-tile's fp8 partial sums)",
-                _ => " (the sums and two k-tiles' fp8 partial sums)",
+            if promotes(spec) {
+                " (the sums and one k-tile's fp8 partial sums)"
+            } else {
+                ""
             }
         )));
     }
@@ -474,10 +431,6 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("A_TYPE", element_type(input).to_string()),
         ("B_TYPE", element_type(spec.b().dtype).to_string()),
         ("PROMOTE", promotes(spec).to_string()),
-        (
-            "OVERLAP_PROMOTION",
-            (plan.accumulation == Accumulation::TwoLevelOverlapped).to_string(),
-        ),
         ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
         ("COL_SCALES", b_scales.per_thread(plan.tile.n).to_string()),
         (
@@ -645,14 +598,8 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     if promotes(spec) {
         lines.push(format!(
             "accumulation: two-level; each k-tile's {} fp8 products are summed by wgmma apart and \
-             promoted into the f32 sums on the CUDA cores, times the K-block scales{}",
-            t.k,
-            if plan.accumulation == Accumulation::TwoLevelOverlapped {
-                "; two sets of partial sums, so k-tile kt - 1 is promoted while k-tile kt's \
-                 wgmmas run"
-            } else {
-                ", after a wait for the k-tile's wgmmas"
-            }
+             promoted into the f32 sums on the CUDA cores, times the K-block scales",
+            t.k
         ));
     }
     lines

@@ -3,7 +3,7 @@
 //! generated kernel agree on every byte (one source of truth).
 
 use crate::dtype::DType;
-use crate::plan::{Accumulation, Backend, SmemLayout, SmemSwizzle, Tile, WarpLayout};
+use crate::plan::{Backend, SmemLayout, SmemSwizzle, Tile, WarpLayout};
 use crate::spec::{KernelSpec, Layout};
 
 /// Backends with a working generator. The model can predict others; the search only returns these.
@@ -33,20 +33,6 @@ pub fn sm80_pad_elems(dtype: DType) -> u32 {
 
 /// Elements of padding per smem row of the SIMT kernel (f32 staging): 4 floats.
 pub const SIMT_PAD_ELEMS: u32 = 4;
-
-/// How a backend's kernel for this spec, tile and thread layout accumulates: two levels for sm90
-/// fp8 (overlapped where a third set of accumulators fits), one otherwise.
-pub fn accumulation(
-    spec: &KernelSpec,
-    backend: Backend,
-    tile: Tile,
-    warps: &WarpLayout,
-) -> Accumulation {
-    match backend {
-        Backend::Sm90 => super::sm90::accumulation(spec, tile, warps),
-        Backend::Sm80 | Backend::Simt => Accumulation::OneLevel,
-    }
-}
 
 /// The shared-memory layout a backend uses for this spec, tile and thread layout.
 pub fn smem_layout(

@@ -45,8 +45,9 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
             2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
         }
         // wgmma reads A and B from shared memory through descriptors; fp8 products are summed
-        // apart per k-tile (one or two more sets of accumulators) and promoted into the first.
-        Backend::Sm90 => accumulators * plan.accumulation.partial_sets(),
+        // apart per k-tile (a second set of accumulators) and promoted into the first.
+        Backend::Sm90 if input_bytes == 1 => accumulators,
+        Backend::Sm90 => 0,
         // One column of A and one row of B of the (about square) thread tile per k.
         Backend::Simt => 2 * (accumulators as f64).sqrt().ceil() as u32,
     };
@@ -54,9 +55,10 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
         + (cal.regs_per_copy * copies_per_thread(plan, input_bytes) as f64).ceil() as u32;
     let epilogue = cal.epilogue_regs_per_thread;
     // fp8 partial sums are dead once the main loop ends, so the epilogue's temporaries reuse them.
+    let promoted = plan.backend == Backend::Sm90 && input_bytes == 1;
     let total = accumulators
         + addresses
-        + if plan.accumulation.partial_sets() > 0 {
+        + if promoted {
             fragments.max(epilogue)
         } else {
             fragments + epilogue
@@ -144,7 +146,6 @@ mod tests {
                 scale_bytes: 0,
                 swizzle: SmemSwizzle::None,
             },
-            accumulation: Accumulation::OneLevel,
             epilogue: EpilogueStrategy::Direct,
             operands: OperandPath {
                 a_copy_bytes: 16,

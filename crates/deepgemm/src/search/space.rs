@@ -2,7 +2,7 @@
 //! what the model can predict ahead of a generator). Shared-memory layouts come from
 //! [`codegen::space::smem_layout`], so the search, the model and the kernel agree on every byte.
 
-use crate::codegen::space::{accumulation, smem_layout};
+use crate::codegen::space::smem_layout;
 use crate::dtype::DType;
 use crate::plan::*;
 use crate::spec::KernelSpec;
@@ -106,7 +106,6 @@ fn base_plan(spec: &KernelSpec, backend: Backend, tile: Tile, warps: WarpLayout)
         split_k: 1,
         persistent: backend == Backend::Sm90,
         smem: smem_layout(spec, backend, tile, &warps),
-        accumulation: accumulation(spec, backend, tile, &warps),
         epilogue: if backend == Backend::Sm90 {
             crate::codegen::sm90::epilogue_strategy(spec)
         } else {

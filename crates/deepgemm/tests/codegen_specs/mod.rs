@@ -205,7 +205,6 @@ fn plan(
         split_k: 1,
         persistent: false,
         smem: space::smem_layout(spec, backend, tile, &warps),
-        accumulation: space::accumulation(spec, backend, tile, &warps),
         epilogue: EpilogueStrategy::Direct,
         operands: OperandPath {
             a_copy_bytes: 16,
