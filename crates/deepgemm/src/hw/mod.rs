@@ -175,6 +175,9 @@ pub struct Calibration {
     pub syncthreads_cycles: f64,
     /// Cost of one mbarrier wait (arrive + try_wait round) in the main loop, cycles.
     pub mbarrier_wait_cycles: f64,
+    /// Cycles per k-tile that fp8 K-block scales add to an sm90 main loop's critical path (their
+    /// copies, the shared-memory reads and the multiplies before the promotion can finish).
+    pub kblock_scale_cycles_sm90: f64,
     /// Registers per thread for addresses, loop counters and predicates. 40 matches ptxas
     /// (CUDA 13.0) on the sm80 kernels: a 128x32 warp tile (128 accumulators) uses 255 and
     /// spills, a 64x64 one uses 240-254.
@@ -207,6 +210,7 @@ impl Default for Calibration {
             warps_for_peak_math: 4.0,
             syncthreads_cycles: 40.0,
             mbarrier_wait_cycles: 20.0,
+            kblock_scale_cycles_sm90: 0.0,
             address_regs_per_thread: 40,
             regs_per_copy: 0.75,
             epilogue_regs_per_thread: 8,

@@ -147,6 +147,10 @@ impl Hardware {
             ("calibration.queued_launch_us", c.queued_launch_us),
             ("calibration.syncthreads_cycles", c.syncthreads_cycles),
             ("calibration.mbarrier_wait_cycles", c.mbarrier_wait_cycles),
+            (
+                "calibration.kblock_scale_cycles_sm90",
+                c.kblock_scale_cycles_sm90,
+            ),
             ("calibration.regs_per_copy", c.regs_per_copy),
         ] {
             if !(value >= 0.0 && value.is_finite()) {

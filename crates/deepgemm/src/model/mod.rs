@@ -21,7 +21,7 @@ pub mod sync;
 use crate::dtype::DType;
 use crate::hw::Hardware;
 use crate::plan::{Backend, Plan, Shape, Tile};
-use crate::spec::{KernelSpec, Layout, Observable, Role};
+use crate::spec::{KernelSpec, Layout, Observable, Role, ScaleGranularity};
 use serde::{Deserialize, Serialize};
 
 pub use movement::Movement;
@@ -115,6 +115,9 @@ pub struct Problem {
     pub row_vector_bytes: u32,
     /// Bytes per output column of the `[N]` vectors the epilogue reads.
     pub col_vector_bytes: u32,
+    /// Whether A or B has K-block scales (1x128 / 128x128 fp8 blocks), which the kernel applies
+    /// to every k-tile's partial sums.
+    pub k_block_scaled: bool,
 }
 
 impl Problem {
@@ -138,6 +141,15 @@ impl Problem {
             b_layout: b.layout,
             row_vector_bytes: vector_bytes(Role::RowVector),
             col_vector_bytes: vector_bytes(Role::ColVector),
+            k_block_scaled: spec.operands.iter().any(|o| {
+                matches!(
+                    o.role,
+                    Role::Scale {
+                        granularity: ScaleGranularity::Block1x128 | ScaleGranularity::Block128x128,
+                        ..
+                    }
+                )
+            }),
         }
     }
 
@@ -386,7 +398,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let waves = schedule::waves(geo.blocks, hw.sms, blocks_per_sm);
     let mv = movement::analyze(problem, plan, &geo, waves.wave_blocks, hw);
     let math = schedule::math_rate(hw, problem.a, plan.backend);
-    let mut sync = sync::barriers(plan, geo.k_blocks, hw);
+    let mut sync = sync::barriers(plan, geo.k_blocks, problem.k_block_scaled, hw);
 
     let cal = &hw.calibration;
     let clock_mhz = hw.clock_mhz as f64;

@@ -6,6 +6,10 @@
 //! - sm90 producer/consumer: the consumers wait on a full-barrier and arrive on an empty-barrier
 //!   per k-block; the producer runs ahead, so only the consumers' wait is on the critical path.
 //!
+//! - sm90 fp8 with K-block scales: each k-tile's scales are copied ahead, read back and applied
+//!   to its partial sums, which lengthens the path from one k-tile's wgmmas to the next by a
+//!   calibrated number of cycles (`kblock_scale_cycles_sm90`).
+//!
 //! Other resident blocks keep the math pipes busy while one block waits, so a barrier's cost is
 //! divided by the blocks per SM. The epilogue is exposed once per wave for a one-tile-per-block
 //! kernel and only at the very end for a persistent kernel, which overlaps a tile's epilogue
@@ -30,6 +34,9 @@ pub struct Sync {
     pub barrier_cycles: f64,
     /// Barriers one block passes in its main loop.
     pub barriers_per_block: u64,
+    /// Cycles per k-block the K-block scales add to the main loop's critical path (sm90 fp8).
+    #[serde(default)]
+    pub kblock_scale_cycles: f64,
     /// Whether a dedicated producer feeds consumers (sm90).
     pub producer_consumer: bool,
     /// Whether the epilogue overlaps other work (a ping-pong persistent kernel, whose other
@@ -40,7 +47,7 @@ pub struct Sync {
 }
 
 /// Barrier pattern of a plan; `exposed_us` is filled in by the caller once waves are known.
-pub fn barriers(plan: &Plan, k_blocks: u64, hw: &Hardware) -> Sync {
+pub fn barriers(plan: &Plan, k_blocks: u64, k_block_scaled: bool, hw: &Hardware) -> Sync {
     let cal = &hw.calibration;
     let (kind, barriers_per_kblock, barrier_cycles) = match plan.backend {
         Backend::Sm80 => (BarrierKind::Syncthreads, 1, cal.syncthreads_cycles),
@@ -56,6 +63,11 @@ pub fn barriers(plan: &Plan, k_blocks: u64, hw: &Hardware) -> Sync {
         barriers_per_kblock,
         barrier_cycles,
         barriers_per_block: k_blocks * barriers_per_kblock as u64,
+        kblock_scale_cycles: if k_block_scaled && plan.backend == Backend::Sm90 {
+            cal.kblock_scale_cycles_sm90
+        } else {
+            0.0
+        },
         producer_consumer: plan.warps.producer_warpgroups > 0,
         epilogue_hidden: plan.persistent && plan.warps.pingpong(),
         exposed_us: 0.0,
@@ -64,7 +76,9 @@ pub fn barriers(plan: &Plan, k_blocks: u64, hw: &Hardware) -> Sync {
 
 /// Barrier cycles a wave's critical path carries when `blocks_per_sm` blocks share an SM.
 pub fn exposed_cycles_per_wave(sync: &Sync, blocks_per_sm: u64) -> f64 {
-    sync.barriers_per_block as f64 * sync.barrier_cycles / blocks_per_sm.max(1) as f64
+    let k_blocks = sync.barriers_per_block as f64 / sync.barriers_per_kblock.max(1) as f64;
+    (sync.barriers_per_block as f64 * sync.barrier_cycles + k_blocks * sync.kblock_scale_cycles)
+        / blocks_per_sm.max(1) as f64
 }
 
 #[cfg(test)]
@@ -80,6 +94,7 @@ mod tests {
             barriers_per_kblock: 1,
             barrier_cycles: hw.calibration.syncthreads_cycles,
             barriers_per_block: 128,
+            kblock_scale_cycles: 0.0,
             producer_consumer: false,
             epilogue_hidden: false,
             exposed_us: 0.0,

@@ -577,11 +577,19 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
     );
     let _ = writeln!(
         out,
-        "| synchronization | {} {:?} per k-block x {} k-blocks at {:.0} cycles: {:.1} us exposed; epilogue {} |",
+        "| synchronization | {} {:?} per k-block x {} k-blocks at {:.0} cycles{}: {:.1} us exposed; epilogue {} |",
         p.sync.barriers_per_kblock,
         p.sync.kind,
         s.geometry.k_blocks,
         p.sync.barrier_cycles,
+        if p.sync.kblock_scale_cycles > 0.0 {
+            format!(
+                ", + {:.0} cycles per k-block for the fp8 K-block scales",
+                p.sync.kblock_scale_cycles
+            )
+        } else {
+            String::new()
+        },
         p.sync.exposed_us,
         if p.sync.epilogue_hidden {
             "hidden under the other consumer's main loop (ping-pong)"
