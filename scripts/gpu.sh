@@ -40,6 +40,7 @@ sanitizer() {
               "examples/odd_shape.dgml --shape 33,65,7 --misalign 2" \
               "examples/decode.dgml --shape 1,6144,4096" \
               "examples/fp8_block_scaled.dgml --shape 128,7168,2048" \
+              "examples/fp8_to_fp8.dgml --shape 127,129,255" \
               "examples/mlp_up.dgml --shape 300,14336,4096 --ld-pad 3"; do
     echo "== compute-sanitizer memcheck: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
     # shellcheck disable=SC2086

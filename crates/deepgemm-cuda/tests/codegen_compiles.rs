@@ -202,6 +202,21 @@ fn sm80_layouts_and_epilogues() {
             },
         ),
         (
+            "e4m3 out",
+            SpecShape {
+                output: DType::E4m3,
+                ..SpecShape::default()
+            },
+        ),
+        (
+            "e5m2 out, D col",
+            SpecShape {
+                output: DType::E5m2,
+                d_layout: Layout::Col,
+                ..SpecShape::default()
+            },
+        ),
+        (
             "tf32 -> f32 out",
             SpecShape {
                 input: DType::Tf32,
@@ -318,6 +333,14 @@ fn simt_dtypes_layouts_and_scales() {
                 cases.push((label, s, plan));
             }
         }
+    }
+    for output in [DType::E4m3, DType::E5m2] {
+        let s = spec(&SpecShape {
+            output,
+            ..SpecShape::default()
+        });
+        let plan = simt_plan(&s, (64, 64, 16), 2);
+        cases.push((format!("simt bf16 -> {output} 64x64x16 s2"), s, plan));
     }
     let fp8 = spec(&SpecShape {
         input: DType::E4m3,
@@ -446,13 +469,17 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
     ];
     // fp8 without K-block scales (per-tensor scales are applied in the epilogue).
     let fp8_unscaled_configs = [((64, 128), 8, 2, true, 2), ((128, 128), 6, 2, false, 2)];
-    for (block_scales, d_layout) in [
-        (true, Layout::Row),
-        (true, Layout::Col),
-        (false, Layout::Row),
+    for (block_scales, d_layout, output) in [
+        (true, Layout::Row, DType::Bf16),
+        (true, Layout::Col, DType::Bf16),
+        (false, Layout::Row, DType::Bf16),
+        // fp8 D: staged through shared memory (4 pieces of 16 bytes per row) and stored direct.
+        (false, Layout::Row, DType::E4m3),
+        (false, Layout::Col, DType::E5m2),
     ] {
         let s = spec(&SpecShape {
             input: DType::E4m3,
+            output,
             block_scales,
             d_layout,
             ..SpecShape::default()

@@ -69,6 +69,64 @@ __device__ __forceinline__ void dg_store2(dg_bf16* p, float v0, float v1) {
   *reinterpret_cast<unsigned*>(p) = (unsigned)dg_bf16_bits(v0) | ((unsigned)dg_bf16_bits(v1) << 16);
 }
 
+// ---- f32 -> fp8 -----------------------------------------------------------------------------
+// Nearest, ties to even, saturating to the largest finite value (NaN stays NaN): the value of
+// `cast<e4m3>` / `cast<e5m2>` (dg_round_fp8, below), stored. sm_89 and later convert two values
+// with one `cvt.rn.satfinite`; elsewhere the code is assembled from dg_round_fp8's value
+// (codec.rs transcribes that one).
+__device__ __forceinline__ float dg_round_fp8(float x, int mantissa_bits, int min_exponent,
+                                              float max_finite);
+__device__ __forceinline__ unsigned dg_fp8_code(float x, int mantissa_bits, int min_exponent,
+                                                int bias, float max_finite) {
+  const float v = dg_round_fp8(x, mantissa_bits, min_exponent, max_finite);
+  if (v != v) return 0x7Fu;
+  const unsigned sign = (__float_as_uint(v) >> 24) & 0x80u;
+  const float magnitude = fabsf(v);
+  const int exponent = (int)((__float_as_uint(magnitude) >> 23) & 0xFFu) - 127;
+  if (magnitude == 0.0f) return sign;
+  if (exponent < min_exponent) {
+    // A subnormal: a whole number of the smallest quantum, 2^(min_exponent - mantissa_bits).
+    const float per_quantum = __uint_as_float((unsigned)(127 - (min_exponent - mantissa_bits)) << 23);
+    return sign | (unsigned)(magnitude * per_quantum);
+  }
+  const unsigned mantissa = (__float_as_uint(magnitude) >> (23 - mantissa_bits)) &
+                            ((1u << mantissa_bits) - 1u);
+  return sign | ((unsigned)(exponent + bias) << mantissa_bits) | mantissa;
+}
+// Two values, `lo` in the low byte.
+__device__ __forceinline__ unsigned short dg_e4m3x2_bits(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
+  unsigned short d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return (unsigned short)(dg_fp8_code(lo, 3, -6, 7, 448.0f) |
+                          (dg_fp8_code(hi, 3, -6, 7, 448.0f) << 8));
+#endif
+}
+__device__ __forceinline__ unsigned short dg_e5m2x2_bits(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
+  unsigned short d;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return (unsigned short)(dg_fp8_code(lo, 2, -14, 15, 57344.0f) |
+                          (dg_fp8_code(hi, 2, -14, 15, 57344.0f) << 8));
+#endif
+}
+__device__ __forceinline__ void dg_store(dg_e4m3* p, float v) {
+  p->bits = (unsigned char)dg_e4m3x2_bits(v, 0.0f);
+}
+__device__ __forceinline__ void dg_store(dg_e5m2* p, float v) {
+  p->bits = (unsigned char)dg_e5m2x2_bits(v, 0.0f);
+}
+__device__ __forceinline__ void dg_store2(dg_e4m3* p, float v0, float v1) {
+  *reinterpret_cast<unsigned short*>(p) = dg_e4m3x2_bits(v0, v1);
+}
+__device__ __forceinline__ void dg_store2(dg_e5m2* p, float v0, float v1) {
+  *reinterpret_cast<unsigned short*>(p) = dg_e5m2x2_bits(v0, v1);
+}
+
 // ---- epilogue functions (the spec's built-ins) ---------------------------------------------
 __device__ __forceinline__ float dg_relu(float x) { return fmaxf(x, 0.0f); }
 __device__ __forceinline__ float dg_gelu(float x) {

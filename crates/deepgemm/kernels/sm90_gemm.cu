@@ -102,7 +102,7 @@ static_assert(A_STAGE_BYTES % 1024 == 0 && B_STAGE_BYTES % 1024 == 0,
 static_assert((2 * STAGES + 2) * 8 <= 1024, "the barriers fit their 1024 bytes");
 // Staged epilogue: each consumer warp's 16 rows of an m64 slice, EPI_N columns at a time.
 constexpr int EPI_N = 64;
-constexpr int EPI_ROW_BYTES = EPI_N * (int)sizeof(ElementD);  // 128 (16-bit D) or 256 (f32)
+constexpr int EPI_ROW_BYTES = EPI_N * (int)sizeof(ElementD);  // 64 (fp8 D), 128 (16-bit), 256 (f32)
 constexpr int EPI_WARP_BYTES = 16 * EPI_ROW_BYTES;
 constexpr int EPI_CHUNKS = EPI_ROW_BYTES / 16;  // 16-byte pieces per staged row
 constexpr int EPI_ELEMS = 16 / (int)sizeof(ElementD);  // elements per 16-byte piece
@@ -275,6 +275,12 @@ __device__ __forceinline__ void dg_stage_pair(const dg_bf16*, unsigned at, float
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(v1), "f"(v0));  // v0 in the low half
   dg_st_shared(at, packed);
 }
+__device__ __forceinline__ void dg_stage_pair(const dg_e4m3*, unsigned at, float v0, float v1) {
+  asm volatile("st.shared.u16 [%0], %1;\n" :: "r"(at), "h"(dg_e4m3x2_bits(v0, v1)) : "memory");
+}
+__device__ __forceinline__ void dg_stage_pair(const dg_e5m2*, unsigned at, float v0, float v1) {
+  asm volatile("st.shared.u16 [%0], %1;\n" :: "r"(at), "h"(dg_e5m2x2_bits(v0, v1)) : "memory");
+}
 __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float v0, float v1) {
   unsigned packed;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(v1), "f"(v0));
@@ -282,9 +288,11 @@ __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float 
 }
 
 // Byte offset of byte `b` of row `r` in a staged-epilogue buffer: 16-byte pieces XOR-permuted by
-// r % 8, so the 8 rows a fragment store touches at once fall in distinct banks.
+// r % 8 (r % 4 for the 4 pieces of an fp8 row, which must stay in their row), so the 8 rows a
+// fragment store touches at once fall in distinct banks.
 __device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
-  return r * EPI_ROW_BYTES + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
+  constexpr int SWIZZLE = (EPI_CHUNKS < 8 ? EPI_CHUNKS : 8) - 1;
+  return r * EPI_ROW_BYTES + ((((b >> 4) ^ (r & SWIZZLE))) << 4) + (b & 15);
 }
 __device__ __forceinline__ void dg_prefetch_tensor_map(const dg_tensor_map* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
@@ -721,7 +729,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       if constexpr (STAGED_EPILOGUE) {
         // Per m64 slice and EPI_N columns: the warp writes its 16 x EPI_N results (the spec's
         // expression applied, converted to D) into its buffer, then reads them back as 16-byte
-        // pieces of rows and stores those: 8 (or 16) lanes per 128-byte (256-byte) row.
+        // pieces of rows and stores those: 4, 8 or 16 lanes per 64-, 128- or 256-byte row.
         const unsigned buf = epi_buffers + (consumer * 4 + warp) * EPI_WARP_BYTES;
         const bool wide = (reinterpret_cast<unsigned long long>(gD) % 16 == 0) &&
                           ((ldd * (long long)sizeof(ElementD)) % 16 == 0);

@@ -58,6 +58,20 @@ pub fn fp8_max_finite(dtype: DType) -> Option<f64> {
     }
 }
 
+/// The spacing of an FP8 dtype's values around `x` (one unit in the last place): the quantum of
+/// x's binade, that of the subnormals below the smallest normal, that of the largest finite
+/// value's binade above it. `None` for the other dtypes.
+pub fn fp8_ulp(dtype: DType, x: f64) -> Option<f64> {
+    let format = match dtype {
+        DType::E4m3 => E4M3,
+        DType::E5m2 => E5M2,
+        _ => return None,
+    };
+    let magnitude = (x.abs() as f32).min(format.max_finite);
+    let exponent = (((magnitude.to_bits() >> 23) & 0xFF) as i32 - 127).max(format.min_exponent());
+    Some(pow2(exponent - format.mantissa_bits) as f64)
+}
+
 /// [`encode`] into `out`, which holds exactly one element.
 pub fn encode_into(dtype: DType, x: f64, out: &mut [u8]) {
     let v = round_to(dtype, x) as f32;
@@ -356,6 +370,18 @@ mod tests {
         assert_eq!(decode(DType::E5m2, &[0x01]), p2(-16));
         assert_eq!(round_to(DType::E4m3, 1.07), 1.125);
         assert_eq!(round_to(DType::E4m3, -0.3), -0.3125);
+    }
+
+    #[test]
+    fn fp8_ulps_are_the_spacing_of_the_values() {
+        assert_eq!(fp8_ulp(DType::E4m3, 1.0), Some(0.125));
+        assert_eq!(fp8_ulp(DType::E4m3, -1.9), Some(0.125));
+        assert_eq!(fp8_ulp(DType::E4m3, 300.0), Some(32.0));
+        assert_eq!(fp8_ulp(DType::E4m3, 1e6), Some(32.0)); // saturates at 448
+        assert_eq!(fp8_ulp(DType::E4m3, 1e-4), Some(p2(-9))); // subnormals
+        assert_eq!(fp8_ulp(DType::E5m2, 1.0), Some(0.25));
+        assert_eq!(fp8_ulp(DType::E5m2, 0.0), Some(p2(-16)));
+        assert_eq!(fp8_ulp(DType::Bf16, 1.0), None);
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! sample of whole rows and whole columns, always including the first and last of each, while
 //! every output element is still checked for poison.
 
-use crate::codec::{decode, encode_into, is_poison, poison_byte};
+use crate::codec::{
+    decode, encode_into, fp8_max_finite, fp8_ulp, is_poison, poison_byte, round_to,
+};
 use crate::dtype::DType;
 use crate::plan::Shape;
 use crate::spec::{Dim, Expr, KernelSpec, Layout, Role, ShapeSym};
@@ -225,10 +227,7 @@ const PLAIN_SCALE: Distribution = Distribution::Uniform(0.5, 2.0);
 
 /// The distribution of `operand`'s elements in `spec`.
 fn distribution(spec: &KernelSpec, operand: &crate::spec::Operand) -> Distribution {
-    let fp8_max = |name: &str| {
-        spec.operand(name)
-            .and_then(|o| crate::codec::fp8_max_finite(o.dtype))
-    };
+    let fp8_max = |name: &str| spec.operand(name).and_then(|o| fp8_max_finite(o.dtype));
     match &operand.role {
         Role::Scale { of, .. } => match fp8_max(of) {
             Some(max) => Distribution::Fp8Scale { max },
@@ -240,7 +239,7 @@ fn distribution(spec: &KernelSpec, operand: &crate::spec::Operand) -> Distributi
                 .operands
                 .iter()
                 .any(|o| matches!(&o.role, Role::Scale { of, .. } if *of == operand.name));
-            match crate::codec::fp8_max_finite(operand.dtype) {
+            match fp8_max_finite(operand.dtype) {
                 Some(max) if scaled => Distribution::Fp8Codes { max },
                 _ => Distribution::Uniform(-1.0, 1.0),
             }
@@ -415,6 +414,7 @@ impl Problem {
             ..d.clone()
         };
         let unwritten = count_poison(&output);
+        let fp8_max = fp8_max_finite(d.dtype);
 
         let Shape { m, n, k } = self.shape;
         let sampled = m.saturating_mul(n).saturating_mul(k) > self.full_reference_macs;
@@ -444,8 +444,21 @@ impl Problem {
                     if got.is_nan() {
                         continue; // counted as unwritten
                     }
-                    sums.diff += (got - expected) * (got - expected);
-                    sums.reference += expected * expected;
+                    // An fp8 D saturates: the reference is the value it stores (rounded and
+                    // saturated), and each element is held to one ulp of the unrounded value.
+                    let stored = match fp8_max {
+                        Some(max) => {
+                            let saturated = expected.clamp(-max, max);
+                            if let Some(ulp) = fp8_ulp(d.dtype, saturated) {
+                                sums.worst_ulps =
+                                    sums.worst_ulps.max((got - saturated).abs() / ulp);
+                            }
+                            round_to(d.dtype, expected)
+                        }
+                        None => expected,
+                    };
+                    sums.diff += (got - stored) * (got - stored);
+                    sums.reference += stored * stored;
                     sums.count += 1;
                 }
                 sums
@@ -458,10 +471,17 @@ impl Problem {
             total.diff.sqrt()
         };
         let tolerance = tolerance(spec);
+        // An fp8 D is also held to each element: within one of its ulps of the reference (the
+        // kernel's f32 sum may land on the other side of a rounding boundary, no further).
+        let fp8_ulps = fp8_max.map(|_| total.worst_ulps);
         Ok(Check {
             error,
             tolerance,
-            passed: unwritten == 0 && error.is_finite() && error < tolerance,
+            passed: unwritten == 0
+                && error.is_finite()
+                && error < tolerance
+                && fp8_ulps.is_none_or(|ulps| ulps <= 1.0),
+            fp8_ulps,
             unwritten,
             checked: total.count,
             sampled,
@@ -630,6 +650,8 @@ struct ErrorSums {
     diff: f64,
     reference: f64,
     count: u64,
+    /// fp8 D: the largest |D - ref| in units of D's spacing at ref (ref saturated first).
+    worst_ulps: f64,
 }
 
 impl ErrorSums {
@@ -638,6 +660,7 @@ impl ErrorSums {
             diff: self.diff + other.diff,
             reference: self.reference + other.reference,
             count: self.count + other.count,
+            worst_ulps: self.worst_ulps.max(other.worst_ulps),
         }
     }
 }
@@ -656,6 +679,9 @@ pub struct Check {
     pub checked: u64,
     /// Whether the reference covered sampled rows and columns instead of every element.
     pub sampled: bool,
+    /// fp8 D: the largest distance of an element from the reference, in D's ulps at the
+    /// reference (at most 1 to pass).
+    pub fp8_ulps: Option<f64>,
 }
 
 /// The relative-error threshold (docs/cli.md, "Checking") for the spec's input dtypes, loosened
@@ -756,7 +782,6 @@ fn source<'a>(name: &str, problem: &'a Problem) -> Result<Source<'a>, ReferenceE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::round_to;
     use crate::hw::preset;
     use crate::spec::{
         erf, BinaryOp, DimDomain, Direction, Epilogue, Func, KernelSpec, Operand as SpecOperand,
@@ -921,6 +946,54 @@ mod tests {
             assert_eq!(untouched.unwritten, 99);
             assert!(!untouched.passed);
         }
+    }
+
+    /// An fp8 D is checked against the value it stores (saturated at 448) and each element
+    /// within one ulp: exact bytes pass, one element two ulps off fails however small the norm.
+    #[test]
+    fn fp8_outputs_saturate_and_are_held_to_one_ulp() {
+        let scaled = Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Acc),
+            Box::new(Expr::Number(400.0)),
+        );
+        let s = spec(
+            DType::Bf16,
+            DType::E4m3,
+            [Layout::Row, Layout::Col, Layout::Row],
+            scaled,
+        );
+        let p = Problem::generate(&s, Shape::new(16, 24, 32), &ProblemOptions::default()).unwrap();
+        let exact = naive_output(&s, &p, |_, _, v| v);
+        let d = HostTensor {
+            bytes: exact.clone(),
+            ..p.output().unwrap().clone()
+        };
+        // Sums of O(1) times 400: many saturate.
+        let saturated = (0..16)
+            .flat_map(|r| (0..24).map(move |c| (r, c)))
+            .filter(|&(r, c)| d.element(r, c).abs() == 448.0)
+            .count();
+        assert!(saturated > 10, "{saturated} saturated");
+        let good = p.check(&s, &exact).unwrap();
+        assert!(good.passed && good.error < 1e-12, "{good:?}");
+        assert!(good.fp8_ulps.is_some_and(|u| u <= 0.5), "{good:?}");
+        // One unsaturated element moved by two of its ulps.
+        let (r, c) = (0..16)
+            .flat_map(|r| (0..24).map(move |c| (r, c)))
+            .find(|&(r, c)| (1.0..200.0).contains(&d.element(r, c).abs()))
+            .unwrap();
+        let bad = naive_output(&s, &p, |rr, cc, v| {
+            if (rr, cc) == (r, c) {
+                let stored = round_to(DType::E4m3, v);
+                stored + 2.0 * crate::codec::fp8_ulp(DType::E4m3, stored).unwrap()
+            } else {
+                v
+            }
+        });
+        let check = p.check(&s, &bad).unwrap();
+        assert!(check.error < check.tolerance, "{check:?}");
+        assert!(!check.passed && check.fp8_ulps.unwrap() > 1.0, "{check:?}");
     }
 
     #[test]

@@ -231,14 +231,14 @@ fn unsupported_plans_say_why() {
     let err = check_supported(&reads_a, &simt_plan(&reads_a, (64, 64, 16), 2)).unwrap_err();
     assert!(matches!(err, CodegenError::Epilogue(_)), "{err}");
 
-    let f32_out = spec(&SpecShape {
-        output: DType::E4m3,
+    let i8_out = spec(&SpecShape {
+        output: DType::I8,
         ..SpecShape::default()
     });
     let reason = unsupported_reason(
-        check_supported(&f32_out, &simt_plan(&f32_out, (64, 64, 16), 2)).unwrap_err(),
+        check_supported(&i8_out, &simt_plan(&i8_out, (64, 64, 16), 2)).unwrap_err(),
     );
-    assert!(reason.contains("f32, f16 or bf16"), "{reason}");
+    assert!(reason.contains("f32, f16, bf16, e4m3 or e5m2"), "{reason}");
 }
 
 #[test]

@@ -71,17 +71,6 @@ mod spec_errors {
             hint: Some("write `accumulate f32;` or leave it out"),
         },
         Case {
-            name: "an output dtype no epilogue stores (e4m3)",
-            replace: &[(5, "  output D: e4m3[M, N] row;")],
-            at: (5, 13),
-            message: "output `D` is e4m3: no epilogue stores e4m3 outputs (they store f32, \
-                      f16 or bf16)",
-            hint: Some(
-                "write `output D: bf16...` (or f16, f32); `cast<e4m3>(...)` in the epilogue \
-                 rounds through e4m3 before the store",
-            ),
-        },
-        Case {
             name: "i8 inputs into an i32 output",
             replace: &[
                 (3, "  input A: i8[M, K] row;"),
@@ -89,8 +78,8 @@ mod spec_errors {
                 (5, "  output D: i32[M, N] row;"),
             ],
             at: (5, 13),
-            message: "output `D` is i32: no epilogue stores i32 outputs (they store f32, f16 \
-                      or bf16)",
+            message: "output `D` is i32: no epilogue stores i32 outputs (they store f32, f16, \
+                      bf16, e4m3 or e5m2)",
             hint: Some(
                 "write `output D: f32...`: the integer sum converts to f32 exactly up to 2^24",
             ),

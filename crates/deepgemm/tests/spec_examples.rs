@@ -107,6 +107,16 @@ mod spec_examples {
     }
 
     #[test]
+    fn fp8_to_fp8_example_quantizes_its_output() {
+        let k = &load("fp8_to_fp8.dgml").kernels[0];
+        assert_eq!(k.d().dtype, DType::E4m3);
+        assert_eq!(
+            k.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["d_scale"]
+        );
+    }
+
+    #[test]
     fn fp8_per_tensor_example_has_scalar_scales_in_cublas_form() {
         let k = &load("fp8_per_tensor.dgml").kernels[0];
         for (scale, of) in [("sa", "A"), ("sb", "B")] {

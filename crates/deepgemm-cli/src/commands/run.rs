@@ -98,10 +98,13 @@ pub fn run(args: Args) -> Result<(), Failure> {
         println!("{} on {} ({})", spec.name, gpu.info().name, gpu.info().arch);
         println!("shape     {shape}  variant {name}: {}", report.plan);
         println!(
-            "check     {}  relative error {:.2e} (tolerance {:.0e}), {} elements{}{}",
+            "check     {}  relative error {:.2e} (tolerance {:.0e}){}, {} elements{}{}",
             if report.passed { "PASSED" } else { "FAILED" },
             report.error,
             report.tolerance,
+            report.fp8_ulps.map_or(String::new(), |ulps| format!(
+                ", every element within {ulps:.2} ulp of D's fp8 (at most 1)"
+            )),
             report.checked_elements,
             if report.sampled {
                 " (sampled rows/columns)"
@@ -155,8 +158,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(Failure::Error(format!(
-            "{name} computed a wrong result at {shape}: relative error {:.3e} > {:.0e}",
-            report.error, report.tolerance
+            "{name} computed a wrong result at {shape}: relative error {:.3e} (tolerance {:.0e}){}",
+            report.error,
+            report.tolerance,
+            report.fp8_ulps.map_or(String::new(), |ulps| format!(
+                ", an element {ulps:.2} fp8 ulps off (at most 1)"
+            ))
         )))
     }
 }

@@ -67,6 +67,8 @@ pub enum Epilogue {
     BiasGelu,
     /// `gelu_tanh(alpha * acc + bias)`.
     BiasGeluTanh,
+    /// `acc * d_scale`, d_scale = 64: quantizing to an fp8 D, sums of O(10) saturate at 448.
+    Quantize,
 }
 
 impl Case {
@@ -161,6 +163,11 @@ impl Case {
                 format!("  input bias: {output}[N];\n"),
                 "  param alpha: f32 = 0.5;\n",
                 "gelu_tanh(alpha * acc + bias)",
+            ),
+            Epilogue::Quantize => (
+                String::new(),
+                "  param d_scale: f32 = 64.0;\n",
+                "acc * d_scale",
             ),
         };
         format!(
@@ -318,14 +325,16 @@ pub fn layouts() -> Vec<Case> {
         .collect()
 }
 
-/// f16/bf16 inputs with every output type, at a shape with ragged edges on all three extents.
+/// f16/bf16 inputs with every output type (fp8 ones saturating), at a shape with ragged edges on
+/// all three extents.
 pub fn half_dtypes() -> Vec<Case> {
     let mut cases = Vec::new();
     for input in ["bf16", "f16"] {
-        for output in ["bf16", "f16", "f32"] {
+        for output in ["bf16", "f16", "f32", "e4m3", "e5m2"] {
             cases.push(Case::new(input, output, (17, 33, 65)));
             cases.push(Case::new(input, output, (1000, 3000, 2000)));
         }
+        cases.push(Case::new(input, "e4m3", (1000, 3000, 2000)).epilogue(Epilogue::Quantize));
     }
     cases
 }
@@ -495,6 +504,52 @@ pub fn fp8() -> Vec<Case> {
     for output in ["f16", "f32"] {
         cases.push(Case::new("e4m3", output, (333, 444, 555)).scaling(Scaling::Blocks));
     }
+    // fp8 D: both formats, row- and column-major, 129-byte rows (no 16-byte stores), and values
+    // scaled past e4m3's 448, which saturate.
+    for (output, shape, layouts, epilogue) in [
+        (
+            "e4m3",
+            (1000, 3000, 2000),
+            ["row", "col", "row"],
+            Epilogue::Plain,
+        ),
+        (
+            "e5m2",
+            (1000, 3000, 2000),
+            ["row", "col", "row"],
+            Epilogue::Plain,
+        ),
+        (
+            "e4m3",
+            (1000, 3000, 2000),
+            ["row", "col", "row"],
+            Epilogue::Quantize,
+        ),
+        (
+            "e4m3",
+            (127, 129, 255),
+            ["row", "col", "row"],
+            Epilogue::Quantize,
+        ),
+        (
+            "e4m3",
+            (127, 129, 255),
+            ["row", "col", "col"],
+            Epilogue::Quantize,
+        ),
+    ] {
+        cases.push(
+            Case::new("e4m3", output, shape)
+                .scaling(Scaling::PerTensor)
+                .layouts(layouts)
+                .epilogue(epilogue),
+        );
+    }
+    cases.push(
+        Case::new("e4m3", "e4m3", (257, 383, 640))
+            .scaling(Scaling::Blocks)
+            .epilogue(Epilogue::AlphaBetaC),
+    );
     for shape in [
         (1, 1, 1),
         (1, 7168, 2048),

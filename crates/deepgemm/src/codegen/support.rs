@@ -5,8 +5,14 @@
 
 use crate::dtype::DType;
 
-/// Output dtypes the epilogues can store.
-pub const OUTPUT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
+/// Output dtypes the epilogues can store (fp8 with saturation to its largest finite value).
+pub const OUTPUT_DTYPES: [DType; 5] = [
+    DType::F32,
+    DType::F16,
+    DType::Bf16,
+    DType::E4m3,
+    DType::E5m2,
+];
 
 /// The accumulators some generator implements for `input`: f32 always (mma.sync and FFMA
 /// accumulate in f32), and i32 for i8 inputs (the SIMT kernel's exact integer path).
@@ -30,13 +36,21 @@ pub fn accumulate_refusal(input: DType, acc: DType) -> Option<String> {
     ))
 }
 
+/// "f32, f16, bf16, e4m3 or e5m2".
+pub fn output_dtype_names() -> String {
+    let names: Vec<&str> = OUTPUT_DTYPES.iter().map(|d| d.name()).collect();
+    let (last, rest) = names.split_last().expect("OUTPUT_DTYPES is not empty");
+    format!("{} or {last}", rest.join(", "))
+}
+
 /// Why no epilogue stores an output of `dtype`; `None` when they do.
 pub fn output_refusal(dtype: DType) -> Option<String> {
     if OUTPUT_DTYPES.contains(&dtype) {
         return None;
     }
     Some(format!(
-        "no epilogue stores {dtype} outputs (they store f32, f16 or bf16)"
+        "no epilogue stores {dtype} outputs (they store {})",
+        output_dtype_names()
     ))
 }
 
@@ -50,7 +64,8 @@ mod tests {
         assert!(accumulate_refusal(DType::F16, DType::F32).is_none());
         assert!(accumulate_refusal(DType::I8, DType::I32).is_none());
         assert!(accumulate_refusal(DType::I8, DType::F32).is_none());
-        assert!(output_refusal(DType::E4m3).is_some());
+        assert!(output_refusal(DType::E4m3).is_none());
+        assert_eq!(output_dtype_names(), "f32, f16, bf16, e4m3 or e5m2");
         assert!(output_refusal(DType::I32).is_some());
         assert!(output_refusal(DType::Bf16).is_none());
     }

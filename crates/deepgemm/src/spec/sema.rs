@@ -686,7 +686,7 @@ impl Cx<'_> {
                 let decl = decls.iter().find(|decl| decl.name.text == d.name);
                 let span = decl.map_or_else(|| decl_span(decls, &d.name), |decl| decl.dtype.span);
                 let diag = self.error(span, format!("output `{}` is {}: {why}", d.name, d.dtype));
-                diag.expected = Some("f32, f16 or bf16".to_string());
+                diag.expected = Some(support::output_dtype_names());
                 diag.hint = Some(match d.dtype {
                     DType::I32 | DType::I8 => format!(
                         "write `output {}: f32...`: the integer sum converts to f32 exactly up \
@@ -694,8 +694,8 @@ impl Cx<'_> {
                         d.name
                     ),
                     _ => format!(
-                        "write `output {}: bf16...` (or f16, f32); `cast<{}>(...)` in the \
-                         epilogue rounds through {} before the store",
+                        "write `output {}: bf16...` (or f16, f32, e4m3, e5m2); `cast<{}>(...)` \
+                         in the epilogue rounds through {} before the store",
                         d.name, d.dtype, d.dtype
                     ),
                 });
