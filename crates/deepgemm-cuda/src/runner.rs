@@ -47,8 +47,8 @@ pub struct RunReport {
     pub checked_elements: u64,
     /// Whether the reference covered sampled rows and columns (large shapes).
     pub sampled: bool,
-    /// fp8 D: the largest distance of an element from the reference, in D's ulps (at most 1).
-    pub fp8_ulps: Option<f64>,
+    /// fp8 D: how far the worst element lies beyond one ulp of the reference, and what it may.
+    pub fp8: Option<deepgemm::reference::Fp8Check>,
     /// Operands the launcher copied to an aligned workspace.
     pub repacked: Vec<String>,
     /// The launch grid (blocks) and the blocks per cluster.
@@ -227,7 +227,7 @@ pub fn run(
         unwritten_count: check.unwritten,
         checked_elements: check.checked,
         sampled: check.sampled,
-        fp8_ulps: check.fp8_ulps,
+        fp8: check.fp8,
         repacked: prepared.repacked().into_iter().map(String::from).collect(),
         grid: prepared.grid(),
         cluster: kernel.grid.cluster.max(1),

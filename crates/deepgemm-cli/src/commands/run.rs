@@ -102,8 +102,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
             if report.passed { "PASSED" } else { "FAILED" },
             report.error,
             report.tolerance,
-            report.fp8_ulps.map_or(String::new(), |ulps| format!(
-                ", every element within {ulps:.2} ulp of D's fp8 (at most 1)"
+            report.fp8.map_or(String::new(), |f| format!(
+                "; fp8 D: worst element {:.1e} beyond one ulp (allowed {:.1e})",
+                f.worst_excess, f.allowed_excess
             )),
             report.checked_elements,
             if report.sampled {
@@ -161,8 +162,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
             "{name} computed a wrong result at {shape}: relative error {:.3e} (tolerance {:.0e}){}",
             report.error,
             report.tolerance,
-            report.fp8_ulps.map_or(String::new(), |ulps| format!(
-                ", an element {ulps:.2} fp8 ulps off (at most 1)"
+            report.fp8.map_or(String::new(), |f| format!(
+                "; an fp8 element {:.1e} beyond one ulp (allowed {:.1e})",
+                f.worst_excess, f.allowed_excess
             ))
         )))
     }
