@@ -594,6 +594,17 @@ impl Baseline {
             return Err(CudaError::NoCublasLt);
         }
         let (a, b, d) = (spec.a(), spec.b(), spec.d());
+        if let Some(amax) = spec
+            .operands
+            .iter()
+            .find(|o| matches!(o.role, Role::Amax { .. }))
+        {
+            return Err(unsupported(format!(
+                "the amax output `{}`: the baseline maps no amax (cuBLASLt's AMAX_D needs an \
+                 fp8 D with a D scale)",
+                amax.name
+            )));
+        }
         let shape = problem.problem.shape;
         let fp8 = if a.dtype.is_fp8() || b.dtype.is_fp8() {
             let mapping = map_fp8(spec, shape, problem.operands())?;

@@ -395,6 +395,8 @@ pub struct Prepared<'k> {
     workspace: Option<Scratch>,
     /// Bytes of the workspace zeroed before each launch (offset, length).
     workspace_zero: Option<(u64, usize)>,
+    /// Amax outputs (address, bytes), zeroed before each launch: the kernel adds its maxima in.
+    amax_zero: Vec<(sys::CUdeviceptr, usize)>,
 }
 
 fn invalid(operand: &str, problem: String) -> CudaError {
@@ -468,6 +470,7 @@ impl LoadedKernel {
         // Each operand as the kernel sees it (after any repack): name, address, dtype, geometry.
         let mut bound_operands: Vec<(String, sys::CUdeviceptr, DType, Geometry)> = Vec::new();
         let mut repacks = Vec::new();
+        let mut amax_zero = Vec::new();
         for arg in &kernel.args {
             let KernelArg::Pointer(name) = arg else {
                 continue;
@@ -499,6 +502,10 @@ impl LoadedKernel {
             let is_matrix = matches!(spec_operand.role, Role::A | Role::B | Role::C | Role::D);
             let aligned = bound.ptr.is_multiple_of(required)
                 && (!is_matrix || pitch.is_multiple_of(required));
+            if matches!(spec_operand.role, Role::Amax { .. }) {
+                let bytes = bound.geometry.inner() * bound.geometry.outer() * size;
+                amax_zero.push((bound.ptr, bytes as usize));
+            }
             if aligned {
                 bound_operands.push((name.clone(), bound.ptr, bound.dtype, bound.geometry));
                 continue;
@@ -612,6 +619,7 @@ impl LoadedKernel {
             repacks,
             workspace,
             workspace_zero,
+            amax_zero,
         })
     }
 }
@@ -683,6 +691,9 @@ impl Prepared<'_> {
         }
         if let (Some(workspace), Some((offset, len))) = (&self.workspace, self.workspace_zero) {
             gpu.memset(workspace.ptr() + offset, 0, len)?;
+        }
+        for &(ptr, len) in &self.amax_zero {
+            gpu.memset(ptr, 0, len)?;
         }
         let mut storage = self.values.clone();
         let mut params: Vec<*mut c_void> = storage

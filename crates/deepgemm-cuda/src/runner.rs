@@ -49,6 +49,8 @@ pub struct RunReport {
     pub sampled: bool,
     /// fp8 D: how far the worst element lies beyond one ulp of the reference, and what it may.
     pub fp8: Option<deepgemm::reference::Fp8Check>,
+    /// The amax output's check, when the spec has one.
+    pub amax: Option<deepgemm::reference::AmaxCheck>,
     /// Operands the launcher copied to an aligned workspace.
     pub repacked: Vec<String>,
     /// The launch grid (blocks) and the blocks per cluster.
@@ -146,14 +148,14 @@ impl DeviceProblem {
             })
     }
 
-    /// Writes the poison over the output again (before a run whose output will be checked).
+    /// Writes the poison over the outputs again (before a run whose outputs will be checked).
     pub fn poison_output(&self, gpu: &Gpu) -> Result<(), CudaError> {
-        let index = self.output_index()?;
-        gpu.upload(
-            &self.buffers[index],
-            self.base_offset,
-            &self.problem.tensors[index].bytes,
-        )
+        for (index, tensor) in self.problem.tensors.iter().enumerate() {
+            if tensor.role == Role::D || matches!(tensor.role, Role::Amax { .. }) {
+                gpu.upload(&self.buffers[index], self.base_offset, &tensor.bytes)?;
+            }
+        }
+        Ok(())
     }
 
     /// The output's bytes in its layout, after everything enqueued so far.
@@ -164,10 +166,23 @@ impl DeviceProblem {
         Ok(out)
     }
 
-    /// Compares the device's output with the CPU reference.
+    /// Compares the device's outputs (D, and an amax output) with the CPU reference.
     pub fn check(&self, gpu: &Gpu, spec: &KernelSpec) -> Result<Check, CudaError> {
         let out = self.download_output(gpu)?;
-        Ok(self.problem.check(spec, &out)?)
+        let amax = match self
+            .problem
+            .tensors
+            .iter()
+            .position(|t| matches!(t.role, Role::Amax { .. }))
+        {
+            Some(index) => {
+                let mut bytes = vec![0u8; self.problem.tensors[index].bytes.len()];
+                gpu.download(&self.buffers[index], self.base_offset, &mut bytes)?;
+                Some(bytes)
+            }
+            None => None,
+        };
+        Ok(self.problem.check_outputs(spec, &out, amax.as_deref())?)
     }
 }
 
@@ -228,6 +243,7 @@ pub fn run(
         checked_elements: check.checked,
         sampled: check.sampled,
         fp8: check.fp8,
+        amax: check.amax,
         repacked: prepared.repacked().into_iter().map(String::from).collect(),
         grid: prepared.grid(),
         cluster: kernel.grid.cluster.max(1),

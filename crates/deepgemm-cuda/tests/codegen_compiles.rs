@@ -334,9 +334,10 @@ fn simt_dtypes_layouts_and_scales() {
             }
         }
     }
-    for output in [DType::E4m3, DType::E5m2] {
+    for (output, amax_per_row) in [(DType::E4m3, Some(true)), (DType::E5m2, Some(false))] {
         let s = spec(&SpecShape {
             output,
+            amax_per_row,
             ..SpecShape::default()
         });
         let plan = simt_plan(&s, (64, 64, 16), 2);
@@ -473,7 +474,8 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
         (true, Layout::Row, DType::Bf16),
         (true, Layout::Col, DType::Bf16),
         (false, Layout::Row, DType::Bf16),
-        // fp8 D: staged through shared memory (4 pieces of 16 bytes per row) and stored direct.
+        // fp8 D: staged through shared memory (4 pieces of 16 bytes per row) and stored direct,
+        // with an amax per row and per tensor.
         (false, Layout::Row, DType::E4m3),
         (false, Layout::Col, DType::E5m2),
     ] {
@@ -482,6 +484,7 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
             output,
             block_scales,
             d_layout,
+            amax_per_row: output.is_fp8().then_some(d_layout == Layout::Row),
             ..SpecShape::default()
         });
         let configs: &[_] = if block_scales {

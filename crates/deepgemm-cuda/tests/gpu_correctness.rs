@@ -56,6 +56,9 @@ fn gpu_simt_dtypes() {
     cases.push(Case::new("f32", "f32", (17, 33, 65)));
     cases.push(Case::new("f32", "f32", (1000, 3000, 2000)));
     cases.push(Case::new("tf32", "f32", (127, 129, 255)));
+    // Amax outputs (the simt and sm90 backends write them).
+    cases.push(Case::new("bf16", "e4m3", (127, 129, 255)).amax(true));
+    cases.push(Case::new("bf16", "bf16", (1000, 300, 200)).amax(false));
     check_matrix(&gpu(), Backend::Simt, &cases);
 }
 

@@ -173,6 +173,69 @@ __device__ __forceinline__ float dg_round_e5m2(float x) { return dg_round_fp8(x,
 __device__ __forceinline__ float dg_round_i8(float x) { return fminf(fmaxf(rintf(x), -128.0f), 127.0f); }
 __device__ __forceinline__ float dg_round_i32(float x) { return (float)__float2int_rn(x); }
 
+// ---- amax outputs (`amax_of D`) ------------------------------------------------------------
+// The largest |value| the epilogue computes (before its rounding to D's dtype), over D or per
+// row: each thread keeps a running maximum per row slot (PER_ROW: the rows of a tile it holds,
+// whose row index the caller passes; else one) and adds it into the output with atomicMax on the
+// float's bits, which order as the floats do for non-negative values (the launcher zeroes the
+// output before the kernel). NaN values are ignored (fmaxf); infinities count. ON = false
+// (no amax output) compiles to nothing.
+template <bool ON, bool PER_ROW, int SLOTS>
+struct dg_amax {
+  static constexpr int N_SLOTS = PER_ROW ? SLOTS : 1;
+  float* out;
+  float value[N_SLOTS];
+  int row[N_SLOTS];
+  __device__ __forceinline__ explicit dg_amax(float* o) : out(o) {
+#pragma unroll
+    for (int s = 0; s < N_SLOTS; ++s) {
+      value[s] = 0.0f;
+      row[s] = -1;
+    }
+  }
+  // Element (m, ...) of D, in the caller's row slot `slot`, has value v.
+  __device__ __forceinline__ void add(int slot, int m, float v) {
+    if constexpr (ON) {
+      const int s = PER_ROW ? slot : 0;
+      value[s] = fmaxf(value[s], fabsf(v));
+      row[s] = m;
+    }
+  }
+  // PER_ROW, once a tile's rows are done: the maximum over the LANES adjacent lanes that hold
+  // parts of the same rows, then one atomic per row from the first of them. Every lane of the
+  // warp calls it.
+  template <int LANES>
+  __device__ __forceinline__ void flush_rows() {
+    if constexpr (ON && PER_ROW) {
+#pragma unroll
+      for (int s = 0; s < SLOTS; ++s) {
+        float v = value[s];
+        int r = row[s];
+#pragma unroll
+        for (int x = 1; x < LANES; x *= 2) {
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, x));
+          r = max(r, __shfl_xor_sync(0xffffffffu, r, x));
+        }
+        if (threadIdx.x % LANES == 0 && r >= 0 && v > 0.0f)
+          atomicMax(reinterpret_cast<unsigned*>(out + r), __float_as_uint(v));
+        value[s] = 0.0f;
+        row[s] = -1;
+      }
+    }
+  }
+  // Per tensor, once the thread is done: the warp's maximum, one atomic per warp. Every lane of
+  // the warp calls it.
+  __device__ __forceinline__ void finish() {
+    if constexpr (ON && !PER_ROW) {
+      float v = value[0];
+#pragma unroll
+      for (int x = 16; x > 0; x /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, x));
+      if (threadIdx.x % 32 == 0 && v > 0.0f)
+        atomicMax(reinterpret_cast<unsigned*>(out), __float_as_uint(v));
+    }
+  }
+};
+
 // ---- tile order -----------------------------------------------------------------------------
 // Output tiles are visited in column-major groups of GROUP_M tile rows, so the blocks resident
 // at one time share A rows and B columns in L2. GROUP_M = 1 is plain row-major order.

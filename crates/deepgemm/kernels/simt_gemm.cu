@@ -175,6 +175,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   }
 
   // ---- epilogue: each thread applies the spec's expression to its outputs ----
+  // AMAX: the largest |value| of each of the thread's THREAD_M rows (or of all).
+  dg_amax<AMAX, AMAX_PER_ROW, THREAD_M> amax(amax_out);
 #pragma unroll
   for (int i = 0; i < THREAD_M; ++i) {
     const int m = m0 + tm + 16 * i;
@@ -184,7 +186,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       const int n = n0 + tn + 16 * j;
       if (n >= N) continue;
       const long long offset = D_ROW ? (long long)m * ldd + n : (long long)n * ldd + m;
-      dg_store(gD + offset, epilogue(dg_to_float(acc[i][j]), m, n));
+      const float v = epilogue(dg_to_float(acc[i][j]), m, n);
+      amax.add(i, m, v);
+      dg_store(gD + offset, v);
     }
   }
+  amax.flush_rows<1>();
+  amax.finish();
 }

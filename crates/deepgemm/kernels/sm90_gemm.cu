@@ -451,6 +451,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int first_row = PINGPONG ? 0 : consumer * WG_M;  // this consumer's rows of a tile
     unsigned turn_phase = 0;  // ping-pong: parity of this consumer's next wait on turn()
     float acc[WG_MMAS][ACC];
+    // AMAX: the largest |value| of each of the thread's rows of a tile, two per m64 slice (or of
+    // all it computes); flushed after each tile (per row) or at the end (per tensor).
+    dg_amax<AMAX, AMAX_PER_ROW, 2 * WG_MMAS> amax(amax_out);
     // PROMOTE: one k-tile's partial sums, which wgmma writes and the promotion adds into acc
     // (unused, and so allocated no registers, otherwise).
     float part[WG_MMAS][ACC];
@@ -758,6 +761,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                 const float v1 = (inside || (m < M && n + 1 < N))
                                      ? epilogue(outer_scale(a1, m, n + 1), m, n + 1)
                                      : 0.0f;
+                if (inside || (m < M && n < N)) amax.add(2 * i + h, m, v0);
+                if (inside || (m < M && n + 1 < N)) amax.add(2 * i + h, m, v1);
                 dg_stage_pair((const ElementD*)nullptr,
                               buf + dg_epi_offset(r, (j * 8 - c0 + 2 * q) * (int)sizeof(ElementD)),
                               v0, v1);
@@ -800,15 +805,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             for (int j = 0; j < TILE_N / 8; ++j) {
               const int n = n0 + j * 8 + 2 * q;
               ElementD* out = gD + (long long)n * ldd + m;
-              if (n < N) dg_store(out, epilogue(outer_scale(acc[i][4 * j + 2 * h], m, n), m, n));
-              if (n + 1 < N)
-                dg_store(out + ldd,
-                         epilogue(outer_scale(acc[i][4 * j + 2 * h + 1], m, n + 1), m, n + 1));
+              if (n < N) {
+                const float v = epilogue(outer_scale(acc[i][4 * j + 2 * h], m, n), m, n);
+                amax.add(2 * i + h, m, v);
+                dg_store(out, v);
+              }
+              if (n + 1 < N) {
+                const float v = epilogue(outer_scale(acc[i][4 * j + 2 * h + 1], m, n + 1), m, n + 1);
+                amax.add(2 * i + h, m, v);
+                dg_store(out + ldd, v);
+              }
             }
           }
         }
       }
+      // A row of a tile is spread over the 4 lanes of a fragment row (q).
+      amax.flush_rows<4>();
     }
+    amax.finish();
   }
   // No block may leave while a cluster peer can still multicast into its shared memory or
   // arrive on its barriers.

@@ -15,7 +15,7 @@ use crate::codec::{
 };
 use crate::dtype::DType;
 use crate::plan::Shape;
-use crate::spec::{Dim, Expr, KernelSpec, Layout, Role, ShapeSym};
+use crate::spec::{Dim, Direction, Expr, KernelSpec, Layout, Role, ShapeSym};
 use rayon::prelude::*;
 use thiserror::Error;
 
@@ -44,6 +44,8 @@ pub enum ReferenceError {
     EmptyShape { shape: Shape },
     #[error("operand `{operand}` needs {bytes} bytes, more than this machine can address")]
     TooLarge { operand: String, bytes: u128 },
+    #[error("kernel `{kernel}` {}", if *declared { "has an amax output: check it with its bytes (check_outputs)" } else { "has no amax output, but amax bytes were given" })]
+    AmaxBytes { kernel: String, declared: bool },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -337,7 +339,7 @@ impl Problem {
                     bytes,
                 });
             }
-            let bytes = if operand.role == Role::D {
+            let bytes = if operand.direction == Direction::Output {
                 vec![poison_byte(operand.dtype); bytes as usize]
             } else {
                 let seed = mix(options.seed, index as u64 + 1);
@@ -395,9 +397,36 @@ impl Problem {
         self.tensors.iter().find(|t| t.role == Role::D)
     }
 
+    /// The amax output, if the spec declares one.
+    pub fn amax_output(&self) -> Option<&HostTensor> {
+        self.tensors
+            .iter()
+            .find(|t| matches!(t.role, Role::Amax { .. }))
+    }
+
     /// Compares `output` (the bytes of D downloaded after the run, in D's layout) with the f64
-    /// reference.
+    /// reference; a spec with an amax output needs [`Problem::check_outputs`].
     pub fn check(&self, spec: &KernelSpec, output: &[u8]) -> Result<Check, ReferenceError> {
+        self.check_outputs(spec, output, None)
+    }
+
+    /// [`Problem::check`], and the amax output's bytes (`amax`) against the largest |value| of
+    /// the reference's epilogue (before D's rounding), over D or per row. A problem checked on
+    /// sampled lines checks a per-row amax on the sampled rows and a tensor's amax from below
+    /// (it must reach the sampled elements' maximum).
+    pub fn check_outputs(
+        &self,
+        spec: &KernelSpec,
+        output: &[u8],
+        amax: Option<&[u8]>,
+    ) -> Result<Check, ReferenceError> {
+        let amax_tensor = self.amax_output();
+        if amax_tensor.is_some() != amax.is_some() {
+            return Err(ReferenceError::AmaxBytes {
+                kernel: spec.name.clone(),
+                declared: amax_tensor.is_some(),
+            });
+        }
         let d = self.by_role(spec, Role::D)?;
         if output.len() != d.bytes.len() {
             return Err(ReferenceError::OutputSize {
@@ -418,6 +447,10 @@ impl Problem {
 
         let Shape { m, n, k } = self.shape;
         let sampled = m.saturating_mul(n).saturating_mul(k) > self.full_reference_macs;
+        let per_row_amax = matches!(
+            amax_tensor.map(|t| &t.role),
+            Some(Role::Amax { per_row: true, .. })
+        );
         let lines = if sampled {
             let mut rng = SplitMix64::new(mix(self.seed, u64::MAX));
             let rows = sample_lines(m, &mut rng);
@@ -433,6 +466,7 @@ impl Problem {
             .par_iter()
             .map(|line| {
                 let mut sums = ErrorSums::default();
+                let mut line_max = 0.0f64;
                 let cells: Vec<(u64, u64)> = match *line {
                     Line::Row(r) => (0..n).map(|c| (r, c)).collect(),
                     Line::Col(c) => (0..m).map(|r| (r, c)).collect(),
@@ -440,6 +474,9 @@ impl Problem {
                 for (r, c) in cells {
                     let acc = dot(a.row(r), b.row(c));
                     let expected = epilogue.eval(r, c, acc);
+                    if !expected.is_nan() {
+                        line_max = line_max.max(expected.abs());
+                    }
                     let got = output.element(r, c);
                     if got.is_nan() {
                         continue; // counted as unwritten
@@ -461,6 +498,10 @@ impl Problem {
                     sums.reference += stored * stored;
                     sums.count += 1;
                 }
+                sums.amax = line_max;
+                if let (&Line::Row(r), true) = (line, per_row_amax) {
+                    sums.amax_rows.push((r, line_max));
+                }
                 sums
             })
             .collect();
@@ -469,6 +510,16 @@ impl Problem {
             (total.diff / total.reference).sqrt()
         } else {
             total.diff.sqrt()
+        };
+        let amax = match (amax_tensor, amax) {
+            (Some(tensor), Some(bytes)) => Some(check_amax(
+                tensor,
+                bytes,
+                &total,
+                sampled,
+                input_tolerance(spec) / 10.0,
+            )),
+            _ => None,
         };
         let tolerance = tolerance(spec);
         // An fp8 D is also held to each element: within one of its ulps of the reference (the
@@ -489,8 +540,10 @@ impl Problem {
             passed: unwritten == 0
                 && error.is_finite()
                 && error < tolerance
-                && fp8.is_none_or(|f| f.worst_excess <= f.allowed_excess),
+                && fp8.is_none_or(|f| f.worst_excess <= f.allowed_excess)
+                && amax.is_none_or(|a| a.passed()),
             fp8,
+            amax,
             unwritten,
             checked: total.count,
             sampled,
@@ -654,13 +707,17 @@ fn count_poison(tensor: &HostTensor) -> u64 {
         .sum()
 }
 
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct ErrorSums {
     diff: f64,
     reference: f64,
     count: u64,
     /// fp8 D: the largest |D - ref| beyond one of D's ulps at ref (ref saturated first).
     worst_excess: f64,
+    /// The largest |ref| (before D's rounding; NaN ignored).
+    amax: f64,
+    /// Per-row amax: the largest |ref| of each checked row.
+    amax_rows: Vec<(u64, f64)>,
 }
 
 impl ErrorSums {
@@ -670,6 +727,8 @@ impl ErrorSums {
             reference: self.reference + other.reference,
             count: self.count + other.count,
             worst_excess: self.worst_excess.max(other.worst_excess),
+            amax: self.amax.max(other.amax),
+            amax_rows: [self.amax_rows, other.amax_rows].concat(),
         }
     }
 }
@@ -690,6 +749,81 @@ pub struct Check {
     pub sampled: bool,
     /// fp8 D: how far the worst element lies beyond one ulp of the reference.
     pub fp8: Option<Fp8Check>,
+    /// The amax output, when the spec has one.
+    pub amax: Option<AmaxCheck>,
+}
+
+/// The check of an amax output.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct AmaxCheck {
+    /// The largest relative difference of a checked amax value from the reference's.
+    pub error: f64,
+    pub tolerance: f64,
+    /// Values compared (1 per tensor, one per checked row).
+    pub checked: u64,
+}
+
+impl AmaxCheck {
+    pub fn passed(&self) -> bool {
+        self.error.is_finite() && self.error <= self.tolerance
+    }
+}
+
+/// The amax output's bytes against the reference's maxima (see [`Problem::check_outputs`]).
+fn check_amax(
+    tensor: &HostTensor,
+    bytes: &[u8],
+    total: &ErrorSums,
+    sampled: bool,
+    tolerance: f64,
+) -> AmaxCheck {
+    let value = |i: u64| -> f64 {
+        let at = i as usize * 4;
+        bytes
+            .get(at..at + 4)
+            .map_or(f64::NAN, |b| decode(DType::F32, b))
+    };
+    let relative = |got: f64, want: f64| {
+        if got.is_nan() {
+            f64::INFINITY
+        } else if want == 0.0 {
+            got.abs()
+        } else {
+            (got - want).abs() / want
+        }
+    };
+    let per_row = matches!(tensor.role, Role::Amax { per_row: true, .. });
+    let (error, checked) = if per_row {
+        let error = total
+            .amax_rows
+            .iter()
+            .map(|&(r, want)| relative(value(r), want))
+            .fold(0.0, f64::max);
+        (error, total.amax_rows.len() as u64)
+    } else if sampled {
+        // Only a lower bound: the unsampled elements may hold a larger one.
+        let got = value(0);
+        let short = if got.is_nan() {
+            f64::INFINITY
+        } else {
+            (total.amax - got).max(0.0)
+        };
+        (
+            if total.amax > 0.0 {
+                short / total.amax
+            } else {
+                short
+            },
+            1,
+        )
+    } else {
+        (relative(value(0), total.amax), 1)
+    };
+    AmaxCheck {
+        error,
+        tolerance,
+        checked,
+    }
 }
 
 /// The per-element check of an fp8 D.
@@ -1020,6 +1154,77 @@ mod tests {
             !check.passed && fp8.worst_excess > fp8.allowed_excess,
             "{check:?}"
         );
+    }
+
+    /// An amax output is checked against the largest |value| before D's rounding, per row or
+    /// over D; a spec with one cannot be checked without its bytes.
+    #[test]
+    fn amax_outputs_are_checked_per_row_and_per_tensor() {
+        let scaled = Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Acc),
+            Box::new(Expr::Number(400.0)),
+        );
+        for per_row in [false, true] {
+            let mut s = spec(
+                DType::Bf16,
+                DType::E4m3,
+                [Layout::Row, Layout::Col, Layout::Row],
+                scaled.clone(),
+            );
+            s.operands.push(SpecOperand {
+                name: "amax".into(),
+                direction: Direction::Output,
+                dtype: DType::F32,
+                dims: if per_row {
+                    vec![Dim::Sym(ShapeSym::M)]
+                } else {
+                    vec![]
+                },
+                layout: Layout::Row,
+                role: Role::Amax {
+                    of: "D".into(),
+                    per_row,
+                },
+            });
+            let (m, n) = (16u64, 24u64);
+            let p =
+                Problem::generate(&s, Shape::new(m, n, 32), &ProblemOptions::default()).unwrap();
+            let d = naive_output(&s, &p, |_, _, v| v);
+            // The maxima of the unrounded values (beyond 448: D saturates, the amax does not).
+            let (a, b) = (p.tensor("A").unwrap(), p.tensor("B").unwrap());
+            let epilogue = CompiledEpilogue::new(&s, &p).unwrap();
+            let value = |r: u64, c: u64| {
+                let acc: f64 = (0..32).map(|k| a.element(r, k) * b.element(k, c)).sum();
+                epilogue.eval(r, c, acc).abs()
+            };
+            let rows: Vec<f64> = (0..m)
+                .map(|r| (0..n).map(|c| value(r, c)).fold(0.0, f64::max))
+                .collect();
+            let want: Vec<f64> = if per_row {
+                rows.clone()
+            } else {
+                vec![rows.iter().copied().fold(0.0, f64::max)]
+            };
+            assert!(want.iter().any(|&v| v > 448.0), "{want:?}");
+            let bytes = |values: &[f64]| -> Vec<u8> {
+                values
+                    .iter()
+                    .flat_map(|&v| (v as f32).to_le_bytes())
+                    .collect()
+            };
+            let good = p.check_outputs(&s, &d, Some(&bytes(&want))).unwrap();
+            assert!(good.passed, "{good:?}");
+            assert_eq!(good.amax.unwrap().checked, want.len() as u64);
+            let mut off = want.clone();
+            *off.last_mut().unwrap() *= 0.99;
+            let bad = p.check_outputs(&s, &d, Some(&bytes(&off))).unwrap();
+            assert!(!bad.passed && bad.amax.unwrap().error > 5e-3, "{bad:?}");
+            assert!(matches!(
+                p.check(&s, &d),
+                Err(ReferenceError::AmaxBytes { .. })
+            ));
+        }
     }
 
     #[test]

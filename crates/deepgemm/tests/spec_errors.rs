@@ -71,6 +71,44 @@ mod spec_errors {
             hint: Some("write `accumulate f32;` or leave it out"),
         },
         Case {
+            name: "an amax of an operand that is not D",
+            replace: &[(6, "  output amax: f32[] amax_of A;")],
+            at: (6, 30),
+            message: "`amax_of A`: the kernel's output D is `D`",
+            hint: Some("write `amax_of D`"),
+        },
+        Case {
+            name: "an amax that is not f32",
+            replace: &[(6, "  output amax: bf16[M] amax_of D;")],
+            at: (6, 16),
+            message: "an amax is f32, `amax` is bf16",
+            hint: Some("write `output amax: f32[M] amax_of D;`"),
+        },
+        Case {
+            name: "an amax per column",
+            replace: &[(6, "  output amax: f32[N] amax_of D;")],
+            at: (6, 19),
+            message: "`amax`: an amax is one value (`f32[]`) or one per row (`f32[M]`)",
+            hint: Some("write `output amax: f32[] amax_of D;` or `output amax: f32[M] amax_of D;`"),
+        },
+        Case {
+            name: "an amax input",
+            replace: &[(6, "  input amax: f32[] amax_of D;")],
+            at: (6, 9),
+            message: "`amax` has `amax_of` but is an input",
+            hint: Some("write `output amax: f32[] amax_of D;`"),
+        },
+        Case {
+            name: "two amax outputs",
+            replace: &[
+                (6, "  output amax: f32[] amax_of D;"),
+                (7, "  output rows: f32[M] amax_of D;"),
+            ],
+            at: (7, 10),
+            message: "a kernel has at most one amax output",
+            hint: Some("keep one: per tensor (`f32[]`) or per row (`f32[M]`)"),
+        },
+        Case {
             name: "i8 inputs into an i32 output",
             replace: &[
                 (3, "  input A: i8[M, K] row;"),

@@ -114,6 +114,13 @@ mod spec_examples {
             k.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
             ["d_scale"]
         );
+        assert_eq!(
+            k.operand("amax").map(|o| o.role.clone()),
+            Some(Role::Amax {
+                of: "D".into(),
+                per_row: false
+            })
+        );
     }
 
     #[test]

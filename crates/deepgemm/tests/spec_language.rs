@@ -223,6 +223,27 @@ mod spec_language {
         assert_eq!(k.operand("sa").unwrap().layout, Layout::Col);
     }
 
+    #[test]
+    fn amax_outputs_per_tensor_and_per_row() {
+        let base = "input A: bf16[M, K] row; input B: bf16[K, N] col; output D: e4m3[M, N] row;";
+        for (decl, per_row) in [
+            ("output amax: f32[] amax_of D;", false),
+            ("output amax: f32[M] amax_of D;", true),
+        ] {
+            let k = kernel(&format!("{base} {decl}"));
+            assert_eq!(
+                k.operand("amax").unwrap().role,
+                Role::Amax {
+                    of: "D".into(),
+                    per_row
+                }
+            );
+            // The summary names it.
+            let summary = deepgemm::spec::summary(&k);
+            assert!(summary.contains("amax of D"), "{summary}");
+        }
+    }
+
     fn epilogue(extra_decls: &str, expr: &str) -> Expr {
         with_gemm(&format!("{extra_decls} epilogue D = {expr};"))
             .epilogue

@@ -105,6 +105,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
             report.fp8.map_or(String::new(), |f| format!(
                 "; fp8 D: worst element {:.1e} beyond one ulp (allowed {:.1e})",
                 f.worst_excess, f.allowed_excess
+            )) + &report.amax.map_or(String::new(), |a| format!(
+                "; amax: {} value(s) within {:.1e} (tolerance {:.0e})",
+                a.checked, a.error, a.tolerance
             )),
             report.checked_elements,
             if report.sampled {
@@ -165,6 +168,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
             report.fp8.map_or(String::new(), |f| format!(
                 "; an fp8 element {:.1e} beyond one ulp (allowed {:.1e})",
                 f.worst_excess, f.allowed_excess
+            )) + &report.amax.map_or(String::new(), |a| format!(
+                "; amax off by {:.1e} (tolerance {:.0e})",
+                a.error, a.tolerance
             ))
         )))
     }

@@ -37,6 +37,8 @@ pub struct Case {
     /// B's dtype when it differs from A's (fp8 e4m3 x e5m2).
     pub input_b: Option<&'static str>,
     pub scaling: Scaling,
+    /// An amax output of D: `f32[M]` (true) or `f32[]` (false).
+    pub amax_per_row: Option<bool>,
 }
 
 /// The FP8 scale tensors of a case (SPEC `scale_of`).
@@ -84,7 +86,13 @@ impl Case {
             constraints: "",
             input_b: None,
             scaling: Scaling::None,
+            amax_per_row: None,
         }
+    }
+
+    pub fn amax(mut self, per_row: bool) -> Case {
+        self.amax_per_row = Some(per_row);
+        self
     }
 
     pub fn input_b(mut self, dtype: &'static str) -> Case {
@@ -170,9 +178,14 @@ impl Case {
                 "acc * d_scale",
             ),
         };
+        let amax = match self.amax_per_row {
+            Some(true) => "  output amax: f32[M] amax_of D;\n",
+            Some(false) => "  output amax: f32[] amax_of D;\n",
+            None => "",
+        };
         format!(
             "kernel t {{\n  target h200;\n  input A: {input}[M, K] {la};\n  input B: {input_b}[K, N] {lb};\n\
-             {scales}{extra}  output D: {output}[M, N] {ld};\n{params}  accumulate f32;\n  epilogue D = {expr};\n\
+             {scales}{extra}  output D: {output}[M, N] {ld};\n{amax}{params}  accumulate f32;\n  epilogue D = {expr};\n\
              shape {{ M = {m}; N = {n}; K = {k}; }}\n  constraints {{ backend == {backend}; {} }}\n}}\n",
             self.constraints
         )
@@ -190,7 +203,7 @@ impl Case {
 
     pub fn name(&self) -> String {
         format!(
-            "{}{}{}->{} {}{}{} {:?} {}{}{}{}",
+            "{}{}{}->{}{} {}{}{} {:?} {}{}{}{}",
             self.input,
             self.input_b.map(|b| format!("x{b}")).unwrap_or_default(),
             if self.scaling == Scaling::None {
@@ -199,6 +212,11 @@ impl Case {
                 format!(" {:?}", self.scaling)
             },
             self.output,
+            match self.amax_per_row {
+                Some(true) => " +amax[M]",
+                Some(false) => " +amax",
+                None => "",
+            },
             &self.layouts[0][..1],
             &self.layouts[1][..1],
             &self.layouts[2][..1],
@@ -550,6 +568,23 @@ pub fn fp8() -> Vec<Case> {
             .scaling(Scaling::Blocks)
             .epilogue(Epilogue::AlphaBetaC),
     );
+    // Amax outputs, per tensor and per row: staged and direct epilogues, cooperative and
+    // ping-pong, and one problem large enough to be checked on sampled rows.
+    for (shape, layouts, per_row) in [
+        ((1000, 3000, 2000), ["row", "col", "row"], false),
+        ((1000, 3000, 2000), ["row", "col", "row"], true),
+        ((127, 129, 255), ["row", "col", "col"], true),
+        ((127, 129, 255), ["row", "col", "col"], false),
+        ((4096, 7168, 2048), ["row", "col", "row"], true),
+    ] {
+        cases.push(
+            Case::new("e4m3", "e4m3", shape)
+                .scaling(Scaling::Blocks)
+                .layouts(layouts)
+                .epilogue(Epilogue::Quantize)
+                .amax(per_row),
+        );
+    }
     for shape in [
         (1, 1, 1),
         (1, 7168, 2048),

@@ -26,8 +26,25 @@ pub(crate) fn epilogue_code(spec: &KernelSpec) -> Result<String, CodegenError> {
         );
     }
     out += &format!(
-        "  auto epilogue = [&](float acc, int m, int n) -> float {{\n    return {body};\n  }};"
+        "  auto epilogue = [&](float acc, int m, int n) -> float {{\n    return {body};\n  }};\n"
     );
+    out += &match spec.operands.iter().find_map(|o| match &o.role {
+        Role::Amax { per_row, .. } => Some((o, *per_row)),
+        _ => None,
+    }) {
+        Some((amax, per_row)) => format!(
+            "  // `{}`: the largest |value| of {} {} before its rounding (dg_amax).\n  \
+             constexpr bool AMAX = true, AMAX_PER_ROW = {per_row};\n  \
+             float* const amax_out = {};",
+            amax.name,
+            if per_row { "each row of" } else { "all of" },
+            spec.epilogue.output,
+            pointer_name(amax)
+        ),
+        None => "  // No amax output.\n  constexpr bool AMAX = false, AMAX_PER_ROW = false;\n  \
+                 float* const amax_out = nullptr;"
+            .to_string(),
+    };
     Ok(out)
 }
 
@@ -164,7 +181,7 @@ fn variable<'a>(
             }
             scalar_name(operand)
         }
-        Role::A | Role::B | Role::D | Role::Scale { .. } => {
+        Role::A | Role::B | Role::D | Role::Scale { .. } | Role::Amax { .. } => {
             return Err(CodegenError::Epilogue(format!(
                 "the epilogue cannot read operand `{name}` (only acc, params, C, vectors and scalars)"
             )))

@@ -41,6 +41,16 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             spec.hardware.name, spec.hardware.arch
         )));
     }
+    if let Some(amax) = spec
+        .operands
+        .iter()
+        .find(|o| matches!(o.role, crate::spec::Role::Amax { .. }))
+    {
+        return Err(fail(format!(
+            "no amax output (`{}`) in this generator yet: the sm90 and simt backends write one",
+            amax.name
+        )));
+    }
     let (a, b) = (spec.a(), spec.b());
     for operand in [a, b] {
         match operand.dtype {

@@ -42,7 +42,7 @@ pub enum Item {
     Tiling(Vec<TilingEntry>, Span),
 }
 
-/// `input NAME: dtype[dims] layout? (scale_of X)?;`
+/// `input NAME: dtype[dims] layout? (scale_of X)?;` or `output NAME: f32[dims] amax_of D;`
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperandDecl {
     pub direction: Direction,
@@ -53,6 +53,7 @@ pub struct OperandDecl {
     pub dims_span: Span,
     pub layout: Option<Name>,
     pub scale_of: Option<Name>,
+    pub amax_of: Option<Name>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

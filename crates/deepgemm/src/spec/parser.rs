@@ -525,6 +525,7 @@ impl Parser<'_> {
         let close = self.expect(TokenKind::RBracket)?.span;
         let mut layout = None;
         let mut scale_of = None;
+        let mut amax_of = None;
         loop {
             if self.at_word("row") || self.at_word("col") {
                 let word = self.name("a layout")?;
@@ -535,6 +536,8 @@ impl Parser<'_> {
                 layout = Some(word);
             } else if self.eat_word("scale_of") {
                 scale_of = Some(self.name("the name of the operand this scales")?);
+            } else if self.eat_word("amax_of") {
+                amax_of = Some(self.name("the name of the output this is the amax of")?);
             } else {
                 break;
             }
@@ -544,7 +547,8 @@ impl Parser<'_> {
                 let span = self.span();
                 let hint = layout_hint(&w);
                 let d = self.error_at(span, format!("unexpected `{w}` after the operand's dims"));
-                d.expected = Some("`row`, `col`, `scale_of NAME` or `;`".to_string());
+                d.expected =
+                    Some("`row`, `col`, `scale_of NAME`, `amax_of NAME` or `;`".to_string());
                 d.hint = hint;
                 return Err(Reported);
             }
@@ -572,6 +576,7 @@ impl Parser<'_> {
             dims_span: open.to(close),
             layout,
             scale_of,
+            amax_of,
         }))
     }
 
@@ -1094,7 +1099,7 @@ fn layout_hint(word: &str) -> Option<String> {
     } else if lowered.starts_with("col") {
         "col"
     } else {
-        return did_you_mean(word, ["row", "col", "scale_of"]);
+        return did_you_mean(word, ["row", "col", "scale_of", "amax_of"]);
     };
     Some(format!(
         "did you mean \"{layout}\"? (layouts are `row` and `col`)"

@@ -95,8 +95,10 @@ fn operand_decl(op: &Operand) -> String {
             Layout::Col => " col",
         };
     }
-    if let Role::Scale { of, .. } = &op.role {
-        s += &format!(" scale_of {of}");
+    match &op.role {
+        Role::Scale { of, .. } => s += &format!(" scale_of {of}"),
+        Role::Amax { of, .. } => s += &format!(" amax_of {of}"),
+        _ => {}
     }
     s
 }
@@ -525,6 +527,12 @@ fn role_text(role: &Role) -> String {
                 ScaleGranularity::Block128x128 => "128x128 blocks",
             };
             format!("scale of {of} ({g})")
+        }
+        Role::Amax { of, per_row } => {
+            format!(
+                "amax of {of} ({})",
+                if *per_row { "per row" } else { "per tensor" }
+            )
         }
     }
 }

@@ -499,13 +499,18 @@ impl Cx<'_> {
             Some("col") => Layout::Col,
             _ => Layout::Row,
         };
-        let role = match &decl.scale_of {
+        let role = match (&decl.scale_of, &decl.amax_of) {
             // Placeholder granularity; `check_roles` sets the real one.
-            Some(of) => Role::Scale {
+            (Some(of), None) => Role::Scale {
                 of: of.text.clone(),
                 granularity: ScaleGranularity::PerTensor,
             },
-            None => self.infer_role(decl, &dims, fixed)?,
+            (None, Some(of)) => self.amax_role(decl, of, &dims, fixed)?,
+            (Some(_), Some(amax)) => {
+                self.error(amax.span, "an operand is a scale or an amax, not both");
+                return None;
+            }
+            (None, None) => self.infer_role(decl, &dims, fixed)?,
         };
         Some(Operand {
             name: decl.name.text.clone(),
@@ -545,6 +550,57 @@ impl Cx<'_> {
             d.hint = hint;
         }
         sym
+    }
+
+    /// `output NAME: f32 amax_of D;` (one value) or `f32[M]` (one per row). That `of` is the
+    /// kernel's D is checked once every operand is known (`check_amax`).
+    fn amax_role(
+        &mut self,
+        decl: &OperandDecl,
+        of: &Name,
+        dims: &[Dim],
+        fixed: &Fixed,
+    ) -> Option<Role> {
+        let name = &decl.name.text;
+        if decl.direction != Direction::Output {
+            self.error(
+                decl.name.span,
+                format!("`{name}` has `amax_of` but is an input"),
+            )
+            .hint = Some(format!("write `output {name}: f32[] amax_of {};`", of.text));
+            return None;
+        }
+        if decl.dtype.text != "f32" {
+            self.error(
+                decl.dtype.span,
+                format!("an amax is f32, `{name}` is {}", decl.dtype.text),
+            )
+            .hint = Some(format!(
+                "write `output {name}: f32{} amax_of {};`",
+                if dims.is_empty() { "[]" } else { "[M]" },
+                of.text
+            ));
+            return None;
+        }
+        let per_row = match dims {
+            [] => false,
+            [d] if fixed.matches(d, ShapeSym::M) => true,
+            _ => {
+                self.error(
+                    decl.dims_span,
+                    format!("`{name}`: an amax is one value (`f32[]`) or one per row (`f32[M]`)"),
+                )
+                .hint = Some(format!(
+                    "write `output {name}: f32[] amax_of {};` or `output {name}: f32[M] amax_of {};`",
+                    of.text, of.text
+                ));
+                return None;
+            }
+        };
+        Some(Role::Amax {
+            of: of.text.clone(),
+            per_row,
+        })
     }
 
     /// The role of an operand that is not a scale, from its direction and dims.
@@ -681,6 +737,7 @@ impl Cx<'_> {
             }
         }
         self.check_scales(decls, operands);
+        self.check_amax(decls, operands);
         if let Some(d) = operands.iter().flatten().find(|o| o.role == Role::D) {
             if let Some(why) = support::output_refusal(d.dtype) {
                 let decl = decls.iter().find(|decl| decl.name.text == d.name);
@@ -771,6 +828,36 @@ impl Cx<'_> {
                 with_it.join(", ")
             ),
         });
+    }
+
+    /// `amax_of`: names the kernel's D, at most one per kernel.
+    fn check_amax(&mut self, decls: &[&OperandDecl], operands: &[Option<Operand>]) {
+        let d = operands
+            .iter()
+            .flatten()
+            .find(|o| o.role == Role::D)
+            .map(|o| o.name.clone());
+        let mut seen = false;
+        for decl in decls {
+            let Some(of) = &decl.amax_of else { continue };
+            if d.as_deref() != Some(of.text.as_str()) {
+                self.error(
+                    of.span,
+                    format!(
+                        "`amax_of {}`: the kernel's output D is {}",
+                        of.text,
+                        d.as_deref()
+                            .map_or("not declared".to_string(), |d| format!("`{d}`"))
+                    ),
+                )
+                .hint = d.as_ref().map(|d| format!("write `amax_of {d}`"));
+            } else if seen {
+                self.error(decl.name.span, "a kernel has at most one amax output")
+                    .hint =
+                    Some("keep one: per tensor (`f32[]`) or per row (`f32[M]`)".to_string());
+            }
+            seen = true;
+        }
     }
 
     /// `scale_of`: f32 scales of an FP8 A or B, one per operand, with a known granularity.
@@ -1379,6 +1466,7 @@ fn role_name(role: &Role) -> &'static str {
         Role::ColVector => "column vector [N]",
         Role::Scalar => "scalar",
         Role::Scale { .. } => "scale",
+        Role::Amax { .. } => "amax",
     }
 }
 

@@ -95,6 +95,10 @@ pub enum Role {
         of: String,
         granularity: ScaleGranularity,
     },
+    /// An output holding the largest |value| the epilogue computed for output `of` (before its
+    /// rounding to `of`'s dtype), over the whole tensor or per row: what the next FP8 layer
+    /// derives its scale from.
+    Amax { of: String, per_row: bool },
 }
 
 /// How finely an FP8 scale tensor covers its operand.

@@ -27,6 +27,8 @@ pub struct SpecShape {
     pub block_scales: bool,
     pub accumulate: DType,
     pub target: &'static str,
+    /// `amax: f32[] amax_of D` (Some(false)) or `f32[M]` (Some(true)).
+    pub amax_per_row: Option<bool>,
 }
 
 impl Default for SpecShape {
@@ -42,6 +44,7 @@ impl Default for SpecShape {
             block_scales: false,
             accumulate: DType::F32,
             target: "h200",
+            amax_per_row: None,
         }
     }
 }
@@ -165,6 +168,19 @@ pub fn spec(shape: &SpecShape) -> KernelSpec {
         shape.d_layout,
         Role::D,
     ));
+    if let Some(per_row) = shape.amax_per_row {
+        operands.push(Operand {
+            name: "amax".to_string(),
+            direction: Direction::Output,
+            dtype: DType::F32,
+            dims: if per_row { vec![Dim::Sym(M)] } else { vec![] },
+            layout: Layout::Row,
+            role: Role::Amax {
+                of: "D".to_string(),
+                per_row,
+            },
+        });
+    }
     KernelSpec {
         name: "gemm".to_string(),
         target: TargetRef::Preset(shape.target.to_string()),
