@@ -502,12 +502,15 @@ impl LoadedKernel {
             let is_matrix = matches!(spec_operand.role, Role::A | Role::B | Role::C | Role::D);
             let aligned = bound.ptr.is_multiple_of(required)
                 && (!is_matrix || pitch.is_multiple_of(required));
-            if matches!(spec_operand.role, Role::Amax { .. }) {
-                let bytes = bound.geometry.inner() * bound.geometry.outer() * size;
-                amax_zero.push((bound.ptr, bytes as usize));
-            }
+            // An amax output is zeroed where the kernel writes it: the repacked copy if any (its
+            // copy-in comes first; the copy-back returns the maxima).
+            let amax_bytes = matches!(spec_operand.role, Role::Amax { .. })
+                .then(|| (bound.geometry.inner() * bound.geometry.outer() * size) as usize);
             if aligned {
                 bound_operands.push((name.clone(), bound.ptr, bound.dtype, bound.geometry));
+                if let Some(bytes) = amax_bytes {
+                    amax_zero.push((bound.ptr, bytes));
+                }
                 continue;
             }
             // A matrix keeps its rows (the kernel takes its leading dimension); a vector or a
@@ -525,6 +528,7 @@ impl LoadedKernel {
             };
             let staged_pitch = (width as u64).next_multiple_of(REPACK_PITCH_ALIGN.max(required));
             let buffer = resources.scratch(gpu, repacks.len(), staged_pitch as usize * height)?;
+            let buffer_ptr = buffer.ptr();
             bound_operands.push((
                 name.clone(),
                 buffer.ptr(),
@@ -548,6 +552,9 @@ impl LoadedKernel {
                 height,
                 copy_out: spec_operand.direction == Direction::Output,
             });
+            if let Some(bytes) = amax_bytes {
+                amax_zero.push((buffer_ptr, bytes));
+            }
         }
 
         let workspace_bytes = kernel.workspace.bytes(shape, &kernel.grid);

@@ -779,14 +779,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
               if (!inside && (m >= M || n >= N)) continue;
               const uint4 v = dg_ld_shared_16(buf + dg_epi_offset(r, piece * 16));
               ElementD* out = gD + (long long)m * ldd + n;
-              if (wide && (inside || n + EPI_ELEMS <= N)) {
+              // The tile's columns in this piece: all of it but in an fp8 tile whose width is an
+              // odd multiple of 8, whose last piece is half outside (the next tile's columns).
+              const int in_tile = TILE_N - c0 - piece * EPI_ELEMS;
+              if (wide && in_tile >= EPI_ELEMS && (inside || n + EPI_ELEMS <= N)) {
                 *reinterpret_cast<uint4*>(out) = v;
               } else {
                 __align__(16) ElementD parts[EPI_ELEMS];
                 *reinterpret_cast<uint4*>(parts) = v;
 #pragma unroll
                 for (int e = 0; e < EPI_ELEMS; ++e)
-                  if (n + e < N) out[e] = parts[e];
+                  if (e < in_tile && n + e < N) out[e] = parts[e];
               }
             }
             __syncwarp();  // the buffer is rewritten by the next chunk

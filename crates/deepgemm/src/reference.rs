@@ -516,8 +516,8 @@ impl Problem {
                 tensor,
                 bytes,
                 &total,
-                sampled,
-                input_tolerance(spec) / 10.0,
+                sampled.then(|| largest_stored(&output)),
+                (input_tolerance(spec) / 10.0).max(1e-5),
             )),
             _ => None,
         };
@@ -721,14 +721,16 @@ struct ErrorSums {
 }
 
 impl ErrorSums {
-    fn add(self, other: ErrorSums) -> ErrorSums {
+    fn add(mut self, other: ErrorSums) -> ErrorSums {
+        // Appended in place: a fold over M rows must not copy the rows seen so far each time.
+        self.amax_rows.extend(other.amax_rows);
         ErrorSums {
             diff: self.diff + other.diff,
             reference: self.reference + other.reference,
             count: self.count + other.count,
             worst_excess: self.worst_excess.max(other.worst_excess),
             amax: self.amax.max(other.amax),
-            amax_rows: [self.amax_rows, other.amax_rows].concat(),
+            amax_rows: self.amax_rows,
         }
     }
 }
@@ -769,12 +771,47 @@ impl AmaxCheck {
     }
 }
 
+/// The largest |element| of a downloaded D that is not NaN, whether it is the dtype's largest
+/// finite value (an fp8 D that saturated, whose amax may lie anywhere above) and D's relative
+/// rounding.
+fn largest_stored(d: &HostTensor) -> (f64, bool, f64) {
+    let mut largest = 0.0f64;
+    for r in 0..d.geometry.rows {
+        for c in 0..d.geometry.cols {
+            let v = d.element(r, c);
+            if !v.is_nan() {
+                largest = largest.max(v.abs());
+            }
+        }
+    }
+    (
+        largest,
+        fp8_max_finite(d.dtype) == Some(largest),
+        relative_ulp(d.dtype),
+    )
+}
+
+/// The relative spacing of a dtype's values (2^-mantissa bits).
+fn relative_ulp(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 2f64.powi(-23),
+        DType::Tf32 => 2f64.powi(-10),
+        DType::F16 => 2f64.powi(-10),
+        DType::Bf16 => 2f64.powi(-7),
+        DType::E4m3 => 2f64.powi(-3),
+        DType::E5m2 => 2f64.powi(-2),
+        DType::I8 | DType::I32 => 0.0,
+    }
+}
+
 /// The amax output's bytes against the reference's maxima (see [`Problem::check_outputs`]).
+/// `sampled`: [`largest_stored`] of the whole downloaded D, which bounds a tensor's amax from
+/// above when only sampled lines were computed.
 fn check_amax(
     tensor: &HostTensor,
     bytes: &[u8],
     total: &ErrorSums,
-    sampled: bool,
+    sampled: Option<(f64, bool, f64)>,
     tolerance: f64,
 ) -> AmaxCheck {
     let value = |i: u64| -> f64 {
@@ -783,9 +820,17 @@ fn check_amax(
             .get(at..at + 4)
             .map_or(f64::NAN, |b| decode(DType::F32, b))
     };
+    // An f32 amax holds the f64 maximum rounded to f32: inf where it exceeds f32's range.
     let relative = |got: f64, want: f64| {
+        let want_f32 = want as f32 as f64;
         if got.is_nan() {
             f64::INFINITY
+        } else if got.is_infinite() || want_f32.is_infinite() {
+            if got == want_f32 {
+                0.0
+            } else {
+                f64::INFINITY
+            }
         } else if want == 0.0 {
             got.abs()
         } else {
@@ -800,22 +845,23 @@ fn check_amax(
             .map(|&(r, want)| relative(value(r), want))
             .fold(0.0, f64::max);
         (error, total.amax_rows.len() as u64)
-    } else if sampled {
-        // Only a lower bound: the unsampled elements may hold a larger one.
+    } else if let Some((largest, saturated, rel_ulp)) = sampled {
+        // From below: it reaches the sampled elements' maximum; from above (unless D saturated):
+        // it is within D's rounding of D's largest element.
         let got = value(0);
-        let short = if got.is_nan() {
+        let short = (total.amax - got).max(0.0);
+        let d_rounding = largest * (1.0 + rel_ulp);
+        let over = if saturated {
+            0.0
+        } else {
+            (got - d_rounding).max(0.0)
+        };
+        let error = if got.is_nan() {
             f64::INFINITY
         } else {
-            (total.amax - got).max(0.0)
+            (short + over) / total.amax.max(f64::MIN_POSITIVE)
         };
-        (
-            if total.amax > 0.0 {
-                short / total.amax
-            } else {
-                short
-            },
-            1,
-        )
+        (error, 1)
     } else {
         (relative(value(0), total.amax), 1)
     };
@@ -1225,6 +1271,47 @@ mod tests {
                 Err(ReferenceError::AmaxBytes { .. })
             ));
         }
+    }
+
+    /// Checked on sampled lines, a tensor's amax must reach the sampled maximum and stay within
+    /// D's rounding of D's largest element.
+    #[test]
+    fn a_sampled_tensor_amax_is_bounded_both_ways() {
+        let mut s = spec(
+            DType::Bf16,
+            DType::Bf16,
+            [Layout::Row, Layout::Col, Layout::Row],
+            Expr::Acc,
+        );
+        s.operands.push(SpecOperand {
+            name: "amax".into(),
+            direction: Direction::Output,
+            dtype: DType::F32,
+            dims: vec![],
+            layout: Layout::Row,
+            role: Role::Amax {
+                of: "D".into(),
+                per_row: false,
+            },
+        });
+        let mut p =
+            Problem::generate(&s, Shape::new(200, 150, 16), &ProblemOptions::default()).unwrap();
+        p.full_reference_macs = 1;
+        let d = naive_output(&s, &p, |_, _, v| v);
+        let stored = HostTensor {
+            bytes: d.clone(),
+            ..p.output().unwrap().clone()
+        };
+        let (largest, saturated, _) = largest_stored(&stored);
+        assert!(!saturated);
+        let check = |amax: f64| {
+            p.check_outputs(&s, &d, Some(&(amax as f32).to_le_bytes()))
+                .unwrap()
+        };
+        let good = check(largest);
+        assert!(good.sampled && good.passed, "{good:?}");
+        assert!(!check(largest * 1.5).passed);
+        assert!(!check(largest * 0.5).passed);
     }
 
     #[test]

@@ -568,6 +568,22 @@ pub fn fp8() -> Vec<Case> {
             .scaling(Scaling::Blocks)
             .epilogue(Epilogue::AlphaBetaC),
     );
+    // fp8 D in tiles whose width is an odd multiple of 8: the staged epilogue's last 16-byte
+    // piece of a row is half the next tile's.
+    for constraints in ["TILE_N == 56;", "WARPGROUPS == 2; TILE_M == 128; TILE_N == 120;"] {
+        cases.push(
+            Case::new("e4m3", "e4m3", (300, 1000, 512))
+                .scaling(Scaling::PerTensor)
+                .constraints(constraints),
+        );
+    }
+    // An amax output 2 bytes off its alignment: repacked, and zeroed where the kernel writes it.
+    cases.push(
+        Case::new("e4m3", "e4m3", (127, 129, 255))
+            .scaling(Scaling::PerTensor)
+            .base_offset(2)
+            .amax(true),
+    );
     // Amax outputs, per tensor and per row: staged and direct epilogues, cooperative and
     // ping-pong, and one problem large enough to be checked on sampled rows.
     for (shape, layouts, per_row) in [

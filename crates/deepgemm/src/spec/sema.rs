@@ -855,8 +855,9 @@ impl Cx<'_> {
                 self.error(decl.name.span, "a kernel has at most one amax output")
                     .hint =
                     Some("keep one: per tensor (`f32[]`) or per row (`f32[M]`)".to_string());
+            } else {
+                seen = true;
             }
-            seen = true;
         }
     }
 
