@@ -570,7 +570,10 @@ pub fn fp8() -> Vec<Case> {
     );
     // fp8 D in tiles whose width is an odd multiple of 8: the staged epilogue's last 16-byte
     // piece of a row is half the next tile's.
-    for constraints in ["TILE_N == 56;", "WARPGROUPS == 2; TILE_M == 128; TILE_N == 120;"] {
+    for constraints in [
+        "TILE_N == 56;",
+        "WARPGROUPS == 2; TILE_M == 128; TILE_N == 120;",
+    ] {
         cases.push(
             Case::new("e4m3", "e4m3", (300, 1000, 512))
                 .scaling(Scaling::PerTensor)
