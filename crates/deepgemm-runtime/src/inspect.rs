@@ -1,7 +1,7 @@
 //! `deepgemm inspect FILE.dgb`: what a bundle holds, for a person (text) or a program (JSON).
 
 use crate::bundle::BundleFile;
-use deepgemm::spec::Layout;
+use deepgemm::spec::{Layout, Role};
 use std::fmt::Write;
 
 /// The bundle as text: format, architecture, and per kernel its operands, params, declared
@@ -31,13 +31,20 @@ pub fn render(file: &BundleFile, name: &str) -> String {
             &kernel.spec_hash[..16]
         );
         for o in &spec.operands {
-            let layout = match o.layout {
-                Layout::Row => "row",
-                Layout::Col => "col",
+            // As declared: a layout for matrices, and what a scale or an amax belongs to.
+            let layout = match (o.dims.len(), o.layout) {
+                (2, Layout::Row) => " row",
+                (2, Layout::Col) => " col",
+                _ => "",
+            };
+            let of = match &o.role {
+                Role::Scale { of, .. } => format!(" scale_of {of}"),
+                Role::Amax { of, .. } => format!(" amax_of {of}"),
+                _ => String::new(),
             };
             let _ = writeln!(
                 out,
-                "  {:<6} {:<7} {}{} {layout}",
+                "  {:<6} {:<7} {}{}{layout}{of}",
                 format!("{:?}", o.direction).to_lowercase(),
                 o.name,
                 o.dtype,
