@@ -288,8 +288,8 @@ __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float 
 }
 
 // Byte offset of byte `b` of row `r` in a staged-epilogue buffer: 16-byte pieces XOR-permuted by
-// r % 8 (r % 4 for the 4 pieces of an fp8 row, which must stay in their row), so the 8 rows a
-// fragment store touches at once fall in distinct banks.
+// r % 8, so the 8 rows a fragment store touches at once fall in distinct banks (an fp8 row has 4
+// pieces, which must stay in their row: permuted by r % 4, two of the 8 rows share banks).
 __device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
   constexpr int SWIZZLE = (EPI_CHUNKS < 8 ? EPI_CHUNKS : 8) - 1;
   return r * EPI_ROW_BYTES + ((((b >> 4) ^ (r & SWIZZLE))) << 4) + (b & 15);
