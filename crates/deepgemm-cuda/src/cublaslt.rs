@@ -594,11 +594,7 @@ impl Baseline {
             return Err(CudaError::NoCublasLt);
         }
         let (a, b, d) = (spec.a(), spec.b(), spec.d());
-        if let Some(amax) = spec
-            .operands
-            .iter()
-            .find(|o| matches!(o.role, Role::Amax { .. }))
-        {
+        if let Some(amax) = spec.amax() {
             return Err(unsupported(format!(
                 "the amax output `{}`: the baseline maps no amax (cuBLASLt's AMAX_D needs an \
                  fp8 D with a D scale)",

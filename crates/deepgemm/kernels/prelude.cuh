@@ -93,26 +93,30 @@ __device__ __forceinline__ unsigned dg_fp8_code(float x, int mantissa_bits, int 
                             ((1u << mantissa_bits) - 1u);
   return sign | ((unsigned)(exponent + bias) << mantissa_bits) | mantissa;
 }
-// Two values, `lo` in the low byte.
-__device__ __forceinline__ unsigned short dg_e4m3x2_bits(float lo, float hi) {
-#if __CUDA_ARCH__ >= 890
+// Two values, `lo` in the low byte; E4M3 picks the format (else e5m2).
+template <bool E4M3>
+__device__ __forceinline__ unsigned short dg_fp8x2_bits(float lo, float hi) {
   unsigned short d;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
-  return d;
+#if __CUDA_ARCH__ >= 890
+  if constexpr (E4M3) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  }
 #else
-  return (unsigned short)(dg_fp8_code(lo, 3, -6, 7, 448.0f) |
-                          (dg_fp8_code(hi, 3, -6, 7, 448.0f) << 8));
+  constexpr int mantissa_bits = E4M3 ? 3 : 2, min_exponent = E4M3 ? -6 : -14;
+  constexpr int bias = E4M3 ? 7 : 15;
+  constexpr float max_finite = E4M3 ? 448.0f : 57344.0f;
+  d = (unsigned short)(dg_fp8_code(lo, mantissa_bits, min_exponent, bias, max_finite) |
+                       (dg_fp8_code(hi, mantissa_bits, min_exponent, bias, max_finite) << 8));
 #endif
+  return d;
+}
+__device__ __forceinline__ unsigned short dg_e4m3x2_bits(float lo, float hi) {
+  return dg_fp8x2_bits<true>(lo, hi);
 }
 __device__ __forceinline__ unsigned short dg_e5m2x2_bits(float lo, float hi) {
-#if __CUDA_ARCH__ >= 890
-  unsigned short d;
-  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
-  return d;
-#else
-  return (unsigned short)(dg_fp8_code(lo, 2, -14, 15, 57344.0f) |
-                          (dg_fp8_code(hi, 2, -14, 15, 57344.0f) << 8));
-#endif
+  return dg_fp8x2_bits<false>(lo, hi);
 }
 __device__ __forceinline__ void dg_store(dg_e4m3* p, float v) {
   p->bits = (unsigned char)dg_e4m3x2_bits(v, 0.0f);

@@ -516,7 +516,7 @@ impl Problem {
                 tensor,
                 bytes,
                 &total,
-                sampled.then(|| largest_stored(&output)),
+                sampled.then_some(&output),
                 (input_tolerance(spec) / 10.0).max(1e-5),
             )),
             _ => None,
@@ -805,13 +805,13 @@ fn relative_ulp(dtype: DType) -> f64 {
 }
 
 /// The amax output's bytes against the reference's maxima (see [`Problem::check_outputs`]).
-/// `sampled`: [`largest_stored`] of the whole downloaded D, which bounds a tensor's amax from
-/// above when only sampled lines were computed.
+/// `sampled_d`: the whole downloaded D when only sampled lines were computed; its largest element
+/// ([`largest_stored`]) bounds a tensor's amax from above.
 fn check_amax(
     tensor: &HostTensor,
     bytes: &[u8],
     total: &ErrorSums,
-    sampled: Option<(f64, bool, f64)>,
+    sampled_d: Option<&HostTensor>,
     tolerance: f64,
 ) -> AmaxCheck {
     let value = |i: u64| -> f64 {
@@ -845,7 +845,8 @@ fn check_amax(
             .map(|&(r, want)| relative(value(r), want))
             .fold(0.0, f64::max);
         (error, total.amax_rows.len() as u64)
-    } else if let Some((largest, saturated, rel_ulp)) = sampled {
+    } else if let Some(d) = sampled_d {
+        let (largest, saturated, rel_ulp) = largest_stored(d);
         // From below: it reaches the sampled elements' maximum; from above (unless D saturated):
         // it is within D's rounding of D's largest element.
         let got = value(0);
@@ -1202,6 +1203,26 @@ mod tests {
         );
     }
 
+    /// `spec` with `amax: f32[] amax_of D` (or `f32[M]`).
+    fn with_amax(mut spec: KernelSpec, per_row: bool) -> KernelSpec {
+        spec.operands.push(SpecOperand {
+            name: "amax".into(),
+            direction: Direction::Output,
+            dtype: DType::F32,
+            dims: if per_row {
+                vec![Dim::Sym(ShapeSym::M)]
+            } else {
+                vec![]
+            },
+            layout: Layout::Row,
+            role: Role::Amax {
+                of: "D".into(),
+                per_row,
+            },
+        });
+        spec
+    }
+
     /// An amax output is checked against the largest |value| before D's rounding, per row or
     /// over D; a spec with one cannot be checked without its bytes.
     #[test]
@@ -1212,27 +1233,15 @@ mod tests {
             Box::new(Expr::Number(400.0)),
         );
         for per_row in [false, true] {
-            let mut s = spec(
-                DType::Bf16,
-                DType::E4m3,
-                [Layout::Row, Layout::Col, Layout::Row],
-                scaled.clone(),
+            let s = with_amax(
+                spec(
+                    DType::Bf16,
+                    DType::E4m3,
+                    [Layout::Row, Layout::Col, Layout::Row],
+                    scaled.clone(),
+                ),
+                per_row,
             );
-            s.operands.push(SpecOperand {
-                name: "amax".into(),
-                direction: Direction::Output,
-                dtype: DType::F32,
-                dims: if per_row {
-                    vec![Dim::Sym(ShapeSym::M)]
-                } else {
-                    vec![]
-                },
-                layout: Layout::Row,
-                role: Role::Amax {
-                    of: "D".into(),
-                    per_row,
-                },
-            });
             let (m, n) = (16u64, 24u64);
             let p =
                 Problem::generate(&s, Shape::new(m, n, 32), &ProblemOptions::default()).unwrap();
@@ -1277,23 +1286,15 @@ mod tests {
     /// D's rounding of D's largest element.
     #[test]
     fn a_sampled_tensor_amax_is_bounded_both_ways() {
-        let mut s = spec(
-            DType::Bf16,
-            DType::Bf16,
-            [Layout::Row, Layout::Col, Layout::Row],
-            Expr::Acc,
+        let s = with_amax(
+            spec(
+                DType::Bf16,
+                DType::Bf16,
+                [Layout::Row, Layout::Col, Layout::Row],
+                Expr::Acc,
+            ),
+            false,
         );
-        s.operands.push(SpecOperand {
-            name: "amax".into(),
-            direction: Direction::Output,
-            dtype: DType::F32,
-            dims: vec![],
-            layout: Layout::Row,
-            role: Role::Amax {
-                of: "D".into(),
-                per_row: false,
-            },
-        });
         let mut p =
             Problem::generate(&s, Shape::new(200, 150, 16), &ProblemOptions::default()).unwrap();
         p.full_reference_macs = 1;

@@ -43,6 +43,24 @@ pub struct Args {
     json: bool,
 }
 
+/// The checks beyond the relative error, when the spec has them: an fp8 D's worst element and
+/// the amax output.
+fn output_checks(report: &runner::RunReport) -> String {
+    let fp8 = report.fp8.map_or(String::new(), |f| {
+        format!(
+            "; fp8 D: worst element {:.1e} beyond one ulp (allowed {:.1e})",
+            f.worst_excess, f.allowed_excess
+        )
+    });
+    let amax = report.amax.map_or(String::new(), |a| {
+        format!(
+            "; amax: {} value(s) within {:.1e} (tolerance {:.0e})",
+            a.checked, a.error, a.tolerance
+        )
+    });
+    fp8 + &amax
+}
+
 pub fn run(args: Args) -> Result<(), Failure> {
     let spec = common::one_kernel(&args.spec, args.kernel.as_deref())?;
     let shape = args.shape.unwrap_or_else(|| common::largest_shape(&spec));
@@ -102,13 +120,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             if report.passed { "PASSED" } else { "FAILED" },
             report.error,
             report.tolerance,
-            report.fp8.map_or(String::new(), |f| format!(
-                "; fp8 D: worst element {:.1e} beyond one ulp (allowed {:.1e})",
-                f.worst_excess, f.allowed_excess
-            )) + &report.amax.map_or(String::new(), |a| format!(
-                "; amax: {} value(s) within {:.1e} (tolerance {:.0e})",
-                a.checked, a.error, a.tolerance
-            )),
+            output_checks(&report),
             report.checked_elements,
             if report.sampled {
                 " (sampled rows/columns)"
@@ -165,13 +177,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             "{name} computed a wrong result at {shape}: relative error {:.3e} (tolerance {:.0e}){}",
             report.error,
             report.tolerance,
-            report.fp8.map_or(String::new(), |f| format!(
-                "; an fp8 element {:.1e} beyond one ulp (allowed {:.1e})",
-                f.worst_excess, f.allowed_excess
-            )) + &report.amax.map_or(String::new(), |a| format!(
-                "; amax off by {:.1e} (tolerance {:.0e})",
-                a.error, a.tolerance
-            ))
+            output_checks(&report)
         )))
     }
 }

@@ -28,7 +28,7 @@ pub(crate) fn epilogue_code(spec: &KernelSpec) -> Result<String, CodegenError> {
     out += &format!(
         "  auto epilogue = [&](float acc, int m, int n) -> float {{\n    return {body};\n  }};\n"
     );
-    out += &match spec.operands.iter().find_map(|o| match &o.role {
+    out += &match spec.amax().and_then(|o| match &o.role {
         Role::Amax { per_row, .. } => Some((o, *per_row)),
         _ => None,
     }) {

@@ -41,11 +41,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             spec.hardware.name, spec.hardware.arch
         )));
     }
-    if let Some(amax) = spec
-        .operands
-        .iter()
-        .find(|o| matches!(o.role, crate::spec::Role::Amax { .. }))
-    {
+    if let Some(amax) = spec.amax() {
         return Err(fail(format!(
             "no amax output (`{}`) in this generator yet: the sm90 and simt backends write one",
             amax.name

@@ -536,4 +536,11 @@ impl KernelSpec {
     pub fn c(&self) -> Option<&Operand> {
         self.by_role(&Role::C)
     }
+
+    /// The amax output (`amax_of D`), if any (at most one: semantic analysis checks).
+    pub fn amax(&self) -> Option<&Operand> {
+        self.operands
+            .iter()
+            .find(|o| matches!(o.role, Role::Amax { .. }))
+    }
 }
