@@ -3,10 +3,15 @@
     python3 python/bench_overhead.py BUNDLE.dgb [--calls 200] [--rounds 20]
 
 The bundle is examples/c/gemm.dgml's (`linear`, M = 64 here, N = 256, K = 384: a kernel of a
-few microseconds, so the GPU keeps up and the host's time per call is what is measured). Each
-round times `calls` back-to-back calls from the first call to the return of the last (each
-returns once its kernel is enqueued), then synchronizes; the best round's time per call is
-reported (the least disturbed by the OS), with the median. Prints one JSON line per case.
+few microseconds). Each round times `calls` back-to-back calls from the first call to the
+return of the last (each returns once its kernel is enqueued), then synchronizes; the best
+round's time per call is reported (the least disturbed by the OS), with the median. Prints one
+JSON line per case.
+
+Such a kernel runs about as long on the GPU as a call takes on the host, so a round that only
+called would time whichever is slower. Each round therefore starts with `torch.cuda._sleep`,
+which holds the GPU for longer than the round takes: the launches queue behind it and only
+the host's time is measured.
 """
 
 import argparse
@@ -25,6 +30,7 @@ def measure(fn, calls, rounds):
     torch.cuda.synchronize()
     per_call = []
     for _ in range(rounds):
+        torch.cuda._sleep(calls * 100_000)  # ~50 us of GPU cycles per call
         start = time.perf_counter()
         for _ in range(calls):
             fn()
@@ -50,6 +56,14 @@ def main():
         "deepgemm kernel(A, W.t(), bias=b) (allocates D)": lambda: kernel(A, Wt, bias=bias),
         "torch.matmul(A, W.t(), out=D)": lambda: torch.matmul(A, Wt, out=out),
         "torch.addmm(b, A, W.t(), out=D)": lambda: torch.addmm(bias, A, Wt, out=out),
+        # The parts a call pays in Python before the launch, for the breakdown.
+        "part: 4x tensor.__dlpack__()": lambda: (
+            A.__dlpack__(), Wt.__dlpack__(), out.__dlpack__(), bias.__dlpack__()
+        ),
+        "part: 4x (data_ptr, shape, stride, dtype, device)": lambda: [
+            (t.data_ptr(), t.shape, t.stride(), t.dtype, t.device) for t in (A, Wt, out, bias)
+        ],
+        "part: torch._C._cuda_getCurrentRawStream(0)": lambda: torch._C._cuda_getCurrentRawStream(0),
     }
     for name, fn in cases.items():
         best, median = measure(fn, args.calls, args.rounds)

@@ -93,7 +93,7 @@ overhead() {
   local rc=0
   $deepgemm compile examples/c/gemm.dgml -o /tmp/c-out 2>&1 | tail -1
   ./.gpu/launch_overhead /tmp/c-out/gemm.dgb 200 20 | tee "$OUT/overhead.jsonl" || rc=1
-  ./.gpu/gemm_c /tmp/c-out/gemm.dgb --bench 200 | grep "host overhead" | tee -a "$OUT/overhead.jsonl" || rc=1
+  ./.gpu/gemm_c /tmp/c-out/gemm.dgb --bench 200 | grep "dgmm_launch (" | tee -a "$OUT/overhead.jsonl" || rc=1
   python3 -m pip install -q --no-index --no-deps --target /tmp/dg-site .gpu/deepgemm-*.whl || return 1
   PYTHONPATH=/tmp/dg-site python3 -P python/bench_overhead.py /tmp/c-out/gemm.dgb | tee -a "$OUT/overhead.jsonl" || rc=1
   return $rc

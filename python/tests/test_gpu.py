@@ -90,6 +90,36 @@ def test_padded_and_misaligned_operands(torch, bundles):
     assert flat[0].isnan() and flat[1:].view(77, 258)[:, 257].isnan().all()
 
 
+class OnlyDlpack:
+    """A CUDA array of another library: it offers DLPack and nothing torch-specific, so the
+    runtime reads it through the capsule (torch tensors take the attribute path)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, stream=None):
+        return self.tensor.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_dlpack_objects_of_other_libraries(torch, bundles):
+    kernel = deepgemm.load(bundles["nt_bf16"])
+    A, W = rand(torch, (77, 136), torch.bfloat16), rand(torch, (257, 136), torch.bfloat16)
+    out = torch.full((77, 257), float("nan"), device="cuda", dtype=torch.bfloat16)
+    assert kernel(OnlyDlpack(A), OnlyDlpack(W.t()), out=OnlyDlpack(out)).tensor is out
+    check(out, A.double() @ W.t().double(), torch.bfloat16)
+    # The same checks hold on that path: a wrong dtype, a CPU array.
+    with pytest.raises(TypeError, match="is f16; the kernel takes bf16"):
+        kernel(OnlyDlpack(A.half()), W.t(), out=out)
+    with pytest.raises(ValueError, match="on the CPU"):
+        kernel(OnlyDlpack(A.cpu()), W.t(), out=out)
+    # A torch dtype DeepGEMM has no name for is named as torch names it.
+    with pytest.raises(TypeError, match="has dtype torch.float64"):
+        kernel(A.double(), W.t(), out=out)
+
+
 def test_side_stream_and_graph_capture(torch, bundles):
     kernel = deepgemm.load(bundles["nt_bf16"])
     A, W = rand(torch, (300, 136), torch.bfloat16), rand(torch, (512, 136), torch.bfloat16)

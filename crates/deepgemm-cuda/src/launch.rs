@@ -702,15 +702,17 @@ impl Prepared<'_> {
         for &(ptr, len) in &self.amax_zero {
             gpu.memset(ptr, 0, len)?;
         }
-        let mut storage = self.values.clone();
-        let mut params: Vec<*mut c_void> = storage
-            .iter_mut()
+        // The driver only reads through these pointers (it copies the values at launch), so
+        // they may point into `self` without a copy of the values.
+        let mut params: Vec<*mut c_void> = self
+            .values
+            .iter()
             .map(|value| match value {
-                ArgValue::Pointer(p) => p as *mut u64 as *mut c_void,
-                ArgValue::LeadingDim(v) => v as *mut i64 as *mut c_void,
-                ArgValue::Extent(v) => v as *mut i32 as *mut c_void,
-                ArgValue::Param(v) => v as *mut f32 as *mut c_void,
-                ArgValue::TensorMap(map) => map as *mut sys::CUtensorMap as *mut c_void,
+                ArgValue::Pointer(p) => p as *const u64 as *mut c_void,
+                ArgValue::LeadingDim(v) => v as *const i64 as *mut c_void,
+                ArgValue::Extent(v) => v as *const i32 as *mut c_void,
+                ArgValue::Param(v) => v as *const f32 as *mut c_void,
+                ArgValue::TensorMap(map) => map as *const sys::CUtensorMap as *mut c_void,
             })
             .collect();
         let kernel = &self.kernel.kernel;

@@ -49,11 +49,7 @@ impl TuningCache {
     /// declared shape, which a tuned shape does not depend on) and the shape.
     fn path(&self, gpu: &GpuInfo, spec: &KernelSpec, shape: Shape) -> PathBuf {
         let mut unshaped = spec.clone();
-        unshaped.shape = deepgemm::spec::ShapeSpec {
-            m: deepgemm::spec::DimDomain::Fixed(0),
-            n: deepgemm::spec::DimDomain::Fixed(0),
-            k: deepgemm::spec::DimDomain::Fixed(0),
-        };
+        unshaped.shape = deepgemm::spec::ShapeSpec::fixed(Shape::new(0, 0, 0));
         let spec_json = serde_json::to_vec(&unshaped).expect("a spec serializes");
         let shape = shape.to_string();
         let digest = hex_digest(&[

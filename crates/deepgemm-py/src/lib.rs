@@ -1,8 +1,11 @@
 //! `deepgemm._native`: the Python face of DeepGEMM's runtime (docs/python.md).
 //!
 //! Tensors are read through DLPack (`__dlpack__`), so any CUDA array library works and torch is
-//! not a build dependency; torch is used at run time only to allocate `out` when it is omitted
-//! and to find the current stream. Every check raises a Python exception before the launch:
+//! not a build dependency. A torch tensor is read through its attributes instead (`data_ptr()`,
+//! `shape`, `stride()`, `dtype`, `get_device()`): the same facts at a fifth of the cost, since
+//! torch's `__dlpack__` builds a capsule per call (10.6 us for four tensors on the H200's host,
+//! bench/RESULTS.md). torch is also used at run time to allocate `out` when it is omitted and to
+//! find the current stream. Every check raises a Python exception before the launch:
 //! `TypeError` for a wrong dtype or object, `ValueError` for shape, stride, device, alignment or
 //! a shape outside the bundle, `deepgemm.DeepGemmError` for driver and loading failures.
 
@@ -82,9 +85,127 @@ struct TensorView {
     ptr: u64,
     device: i32,
     dtype: Option<DType>,
-    dtype_text: String,
+    /// How the dtype was described, for a message when it is not one DeepGEMM knows.
+    dtype_source: DtypeSource,
     shape: Vec<i64>,
     strides: Vec<i64>,
+}
+
+enum DtypeSource {
+    DlPack { code: u8, bits: u8 },
+    Torch(String),
+}
+
+impl std::fmt::Display for DtypeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DtypeSource::DlPack { code, bits } => {
+                write!(f, "DLPack dtype code {code} with {bits} bits")
+            }
+            DtypeSource::Torch(name) => write!(f, "dtype {name}"),
+        }
+    }
+}
+
+// --- torch, when it is loaded: tensor attributes, dtypes, streams, allocation ---------------
+
+/// What the fast path needs of the torch module, looked up once.
+struct Torch {
+    tensor: Py<pyo3::types::PyType>,
+    /// torch's dtype objects (singletons) and the DeepGEMM dtype of each.
+    dtypes: Vec<(Py<PyAny>, DType)>,
+    /// `torch._C._cuda_getCurrentRawStream`, or `None` on a torch without it.
+    raw_stream: Option<Py<PyAny>>,
+    empty: Py<PyAny>,
+}
+
+static TORCH: pyo3::sync::PyOnceLock<Torch> = pyo3::sync::PyOnceLock::new();
+
+/// torch's handles once torch has been imported (by anyone); `None` while it is not, so that a
+/// later import is still found.
+fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
+    if let Some(t) = TORCH.get(py) {
+        return Ok(Some(t));
+    }
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Some(module) = modules.get_item("torch").ok().filter(|t| !t.is_none()) else {
+        return Ok(None);
+    };
+    let mut dtypes = Vec::new();
+    for d in [
+        DType::F32,
+        DType::F16,
+        DType::Bf16,
+        DType::E4m3,
+        DType::E5m2,
+        DType::I8,
+        DType::I32,
+    ] {
+        // An older torch may lack the fp8 dtypes: those tensors cannot exist there either.
+        if let Some(object) = torch_dtype(d).and_then(|name| module.getattr(name).ok()) {
+            dtypes.push((object.unbind(), d));
+        }
+    }
+    let raw_stream = module
+        .getattr("_C")
+        .and_then(|c| c.getattr("_cuda_getCurrentRawStream"))
+        .ok()
+        .map(Bound::unbind);
+    let handles = Torch {
+        tensor: module
+            .getattr("Tensor")?
+            .cast_into::<pyo3::types::PyType>()?
+            .unbind(),
+        dtypes,
+        raw_stream,
+        empty: module.getattr("empty")?.unbind(),
+    };
+    Ok(Some(TORCH.get_or_init(py, || handles)))
+}
+
+/// Reads a torch tensor through its attributes; `None` for anything else (read by DLPack).
+fn torch_view(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorView>> {
+    let py = obj.py();
+    let Some(torch) = torch(py)? else {
+        return Ok(None);
+    };
+    if !obj.is_instance(torch.tensor.bind(py))? {
+        return Ok(None);
+    }
+    if !obj
+        .getattr(pyo3::intern!(py, "is_cuda"))?
+        .extract::<bool>()?
+    {
+        let device = obj.getattr(pyo3::intern!(py, "device"))?.str()?;
+        let place = if device == "cpu" {
+            "the CPU".to_string()
+        } else {
+            format!("device {device}")
+        };
+        return Err(PyValueError::new_err(format!(
+            "{name} is on {place}; DeepGEMM kernels take CUDA tensors (use .cuda())"
+        )));
+    }
+    let dtype = obj.getattr(pyo3::intern!(py, "dtype"))?;
+    let known = torch
+        .dtypes
+        .iter()
+        .find(|(object, _)| object.bind(py).is(&dtype))
+        .map(|(_, d)| *d);
+    let dtype_source = match known {
+        Some(_) => DtypeSource::Torch(String::new()),
+        None => DtypeSource::Torch(dtype.str()?.to_string()),
+    };
+    Ok(Some(TensorView {
+        ptr: obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?,
+        device: obj
+            .call_method0(pyo3::intern!(py, "get_device"))?
+            .extract()?,
+        dtype: known,
+        dtype_source,
+        shape: obj.getattr(pyo3::intern!(py, "shape"))?.extract()?,
+        strides: obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?,
+    }))
 }
 
 fn dtype_of(code: u8, bits: u8, lanes: u16) -> Option<DType> {
@@ -104,9 +225,13 @@ fn dtype_of(code: u8, bits: u8, lanes: u16) -> Option<DType> {
     })
 }
 
-/// Reads `obj` through its `__dlpack__` capsule (the capsule is released when this returns;
-/// the caller keeps `obj` alive across the launch).
+/// Reads `obj`: a torch tensor through its attributes, anything else through its `__dlpack__`
+/// capsule (the capsule is released when this returns; the caller keeps `obj` alive across the
+/// launch).
 fn view(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<TensorView> {
+    if let Some(view) = torch_view(name, obj)? {
+        return Ok(view);
+    }
     let capsule = obj.call_method0("__dlpack__").map_err(|e| {
         PyTypeError::new_err(format!(
             "{name}: expected a CUDA tensor (an object with __dlpack__, e.g. a torch.Tensor): {e}"
@@ -156,10 +281,10 @@ fn view(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<TensorView> {
         ptr: (t.data as u64).wrapping_add(t.byte_offset),
         device: t.device.device_id,
         dtype: dtype_of(t.dtype.code, t.dtype.bits, t.dtype.lanes),
-        dtype_text: format!(
-            "DLPack dtype code {} with {} bits",
-            t.dtype.code, t.dtype.bits
-        ),
+        dtype_source: DtypeSource::DlPack {
+            code: t.dtype.code,
+            bits: t.dtype.bits,
+        },
         shape,
         strides,
     })
@@ -390,7 +515,7 @@ impl Kernel {
                 None => {
                     return Err(PyTypeError::new_err(format!(
                         "{name} has {}; the kernel takes {want}",
-                        v.dtype_text
+                        v.dtype_source
                     )))
                 }
             }
@@ -435,24 +560,34 @@ impl Kernel {
         let out = match out {
             Some(o) => o.clone(),
             None => {
-                let torch = py.import("torch").map_err(|_| {
-                    PyTypeError::new_err("out= is required when torch is not installed")
-                })?;
-                let dtype = torch_dtype(sd.dtype)
-                    .map(|d| torch.getattr(d))
-                    .transpose()?
+                let torch = match torch(py)? {
+                    Some(handles) => handles,
+                    None => {
+                        py.import("torch").map_err(|_| {
+                            PyTypeError::new_err("out= is required when torch is not installed")
+                        })?;
+                        torch(py)?.ok_or_else(|| {
+                            PyTypeError::new_err("torch imported but is not in sys.modules")
+                        })?
+                    }
+                };
+                let dtype = torch
+                    .dtypes
+                    .iter()
+                    .find(|(_, d)| *d == sd.dtype)
+                    .map(|(object, _)| object.bind(py))
                     .ok_or_else(|| {
                         PyTypeError::new_err(format!("no torch dtype for {}", sd.dtype))
                     })?;
                 let kw = PyDict::new(py);
-                kw.set_item("dtype", dtype)?;
-                kw.set_item("device", format!("cuda:{}", self.device))?;
+                kw.set_item(pyo3::intern!(py, "dtype"), dtype)?;
+                // An integer device is a CUDA ordinal to torch's factories.
+                kw.set_item(pyo3::intern!(py, "device"), self.device)?;
+                let empty = torch.empty.bind(py);
                 if col(sd) {
-                    torch
-                        .call_method("empty", ((n, m),), Some(&kw))?
-                        .call_method0("t")?
+                    empty.call(((n, m),), Some(&kw))?.call_method0("t")?
                 } else {
-                    torch.call_method("empty", ((m, n),), Some(&kw))?
+                    empty.call(((m, n),), Some(&kw))?
                 }
             }
         };
@@ -574,19 +709,15 @@ impl Kernel {
 /// torch's current stream on `device` when torch is loaded (the stream a torch op would use),
 /// else the legacy default stream.
 fn current_stream(py: Python<'_>, device: i32) -> PyResult<u64> {
-    let modules = py.import("sys")?.getattr("modules")?;
-    let Some(torch) = modules.get_item("torch").ok().filter(|t| !t.is_none()) else {
+    let Some(torch) = torch(py)? else {
         return Ok(0);
     };
     // torch._C._cuda_getCurrentRawStream is what torch's own extensions use: one call, no
     // Stream object.
-    if let Ok(raw) = torch
-        .getattr("_C")
-        .and_then(|c| c.getattr("_cuda_getCurrentRawStream"))
-    {
-        return raw.call1((device,))?.extract();
+    if let Some(raw) = &torch.raw_stream {
+        return raw.bind(py).call1((device,))?.extract();
     }
-    torch
+    py.import("torch")?
         .getattr("cuda")?
         .call_method1("current_stream", (device,))?
         .getattr("cuda_stream")?

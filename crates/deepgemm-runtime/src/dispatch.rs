@@ -137,7 +137,12 @@ mod tests {
     use deepgemm::spec::{DimDomain, ShapeSpec};
 
     fn buckets(m: DimDomain, n: DimDomain, k: DimDomain) -> Vec<ShapeBucket> {
-        ShapeBucket::split(&ShapeSpec { m, n, k })
+        ShapeBucket::split(&ShapeSpec {
+            m,
+            n,
+            k,
+            fallback: deepgemm::spec::ShapeFallback::None,
+        })
     }
 
     /// The O(1) lookup agrees with `ShapeBucket::contains` (the compiler's own rule) on every

@@ -23,7 +23,10 @@ pub enum RuntimeError {
     },
     #[error("the bundle has no kernel `{name}`; it holds: {available}")]
     NoKernel { name: String, available: String },
-    #[error("kernel `{kernel}`: shape {shape} is outside the bundle's declared range ({range})")]
+    #[error(
+        "kernel `{kernel}`: shape {shape} is outside the bundle's declared range ({range}); \
+         `fallback nearest;` in the spec's shape block would run it on the nearest variant"
+    )]
     ShapeOutOfRange {
         kernel: String,
         shape: Shape,

@@ -57,6 +57,12 @@ pub fn render(file: &BundleFile, name: &str) -> String {
         }
         let _ = writeln!(out, "  epilogue: {}", spec.epilogue.expr);
         let _ = writeln!(out, "  shapes: {}", deepgemm::spec::shape_text(&spec.shape));
+        if spec.shape.fallback == deepgemm::spec::ShapeFallback::Nearest {
+            let _ = writeln!(
+                out,
+                "  other shapes: the nearest bucket's variant (`fallback nearest;`)"
+            );
+        }
         let _ = writeln!(
             out,
             "  dispatch: {} M x {} N x {} K range(s) -> {} variant(s)",

@@ -26,7 +26,7 @@ pub use deepgemm::dtype::DType;
 pub use deepgemm::plan::Shape;
 pub use deepgemm_cuda::device::RawStream;
 pub use error::RuntimeError;
-pub use runtime::{Bundle, Kernel, Operand, Runtime};
+pub use runtime::{Bundle, Kernel, Operand, PreparedLaunch, Runtime};
 
 /// The spec types a runtime caller reads (operand names, roles, dtypes, layouts), so that
 /// front ends need not depend on the compiler crate themselves.

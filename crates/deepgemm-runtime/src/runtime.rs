@@ -7,9 +7,9 @@ use crate::pool::{Pooled, VariantState};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Shape;
 use deepgemm::reference::operand_geometry;
-use deepgemm::spec::{KernelSpec, Role};
+use deepgemm::spec::{shape_text, KernelSpec, Role, ShapeFallback, ShapeSpec};
 use deepgemm_cuda::device::{arch_runs_on, Gpu, GpuInfo, RawStream};
-use deepgemm_cuda::launch::{check_operand, DeviceOperand, LaunchArgs, LoadedKernel};
+use deepgemm_cuda::launch::{check_operand, DeviceOperand, LaunchArgs, LoadedKernel, Prepared};
 use deepgemm_cuda::nvrtc::Compiled;
 use deepgemm_cuda::pitch_copy::PitchCopy;
 use deepgemm_cuda::CudaError;
@@ -90,7 +90,6 @@ impl Runtime {
             }
             kernels.push(Arc::new(Kernel {
                 name: kernel.name.clone(),
-                range: deepgemm::spec::shape_text(&kernel.spec.shape),
                 spec: kernel.spec.clone(),
                 dispatch: Dispatch::new(&kernel.dispatch)
                     .map_err(|e| format(format!("kernel `{}`: {e}", kernel.name)))?,
@@ -175,6 +174,34 @@ struct LoadedVariant {
     state: Mutex<VariantState>,
 }
 
+impl LoadedVariant {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VariantState> {
+        // A panic in another launch leaves only caches behind the lock: still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A launch checked and planned by [`Kernel::prepare`], ready to enqueue any number of times.
+pub struct PreparedLaunch<'k> {
+    kernel: &'k Kernel,
+    variant: &'k LoadedVariant,
+    prepared: Prepared<'k>,
+    stream: RawStream,
+}
+
+impl PreparedLaunch<'_> {
+    /// Enqueues the launch (its repack copies, zeroing, kernel and copy-backs) on its stream.
+    pub fn enqueue(&self) -> Result<(), RuntimeError> {
+        // As in `Kernel::launch`: no other launch of the variant interleaves its copies.
+        let _state = self.variant.lock();
+        self.prepared
+            .enqueue(&self.kernel.gpu.on_stream(self.stream))
+            .map_err(|e| self.kernel.launch_error(e))
+    }
+}
+
 /// One operand of a launch, by the spec's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Operand<'a> {
@@ -192,8 +219,6 @@ pub struct Operand<'a> {
 pub struct Kernel {
     name: String,
     spec: KernelSpec,
-    /// The declared shape range, for messages.
-    range: String,
     dispatch: Dispatch,
     variants: Vec<LoadedVariant>,
     gpu: Gpu,
@@ -215,13 +240,14 @@ impl Kernel {
         &self.gpu
     }
 
-    /// The variant that serves `shape`; outside the declared range, an error that says the range.
+    /// The variant that serves `shape`. Outside the declared shapes: the nearest bucket's variant
+    /// when the spec declares `fallback nearest;`, else an error that says the range.
     pub fn variant_for(&self, shape: Shape) -> Result<&BundleVariant, RuntimeError> {
         self.select(shape).map(|v| &v.meta)
     }
 
     fn select(&self, shape: Shape) -> Result<&LoadedVariant, RuntimeError> {
-        let index = route(&self.dispatch, &self.name, &self.range, shape)?;
+        let index = route(&self.dispatch, &self.name, &self.spec.shape, shape)?;
         self.variants
             .get(index)
             .ok_or_else(|| RuntimeError::Launch {
@@ -258,30 +284,67 @@ impl Kernel {
         stream: RawStream,
     ) -> Result<(), RuntimeError> {
         let variant = self.select(shape)?;
+        // The variant's lock is held from planning to enqueue, so that two threads launching it
+        // on one stream cannot interleave their repack copies into the same scratch.
+        let mut state = variant.lock();
+        let prepared = self.prepare_locked(variant, &mut state, shape, operands, params, stream)?;
+        prepared
+            .enqueue(&self.gpu.on_stream(stream))
+            .map_err(|e| self.launch_error(e))
+    }
+
+    /// Checks and plans a launch once, for a caller that launches the same shape on the same
+    /// operands and stream many times (a decode loop over fixed buffers, a benchmark):
+    /// [`PreparedLaunch::enqueue`] then skips the dispatch, the checks and the argument
+    /// building. Scratch memory stays reserved for it as for any launch on `stream`.
+    pub fn prepare(
+        &self,
+        shape: Shape,
+        operands: &[Operand],
+        params: &[(&str, f64)],
+        stream: RawStream,
+    ) -> Result<PreparedLaunch<'_>, RuntimeError> {
+        let variant = self.select(shape)?;
+        let mut state = variant.lock();
+        let prepared = self.prepare_locked(variant, &mut state, shape, operands, params, stream)?;
+        Ok(PreparedLaunch {
+            kernel: self,
+            variant,
+            prepared,
+            stream,
+        })
+    }
+
+    fn prepare_locked<'k>(
+        &'k self,
+        variant: &'k LoadedVariant,
+        state: &mut VariantState,
+        shape: Shape,
+        operands: &[Operand],
+        params: &[(&str, f64)],
+        stream: RawStream,
+    ) -> Result<Prepared<'k>, RuntimeError> {
         let args = self.bind(shape, operands, params)?;
-        let gpu = self.gpu.on_stream(stream);
-        // A panic in another launch leaves only caches behind the lock: still usable.
-        let mut state = variant
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut resources = Pooled {
-            state: &mut state,
+            state,
             stream,
             pitch_copy: &self.pitch_copy.0,
         };
-        let prepared = variant
+        variant
             .loaded
             .0
-            .prepare_with(&gpu, &self.spec, &args, &mut resources)
-            .map_err(|e| self.launch_error(e))?;
-        prepared.enqueue(&gpu).map_err(|e| self.launch_error(e))
+            .prepare_with(
+                &self.gpu.on_stream(stream),
+                &self.spec,
+                &args,
+                &mut resources,
+            )
+            .map_err(|e| self.launch_error(e))
     }
 
     /// Tensor maps encoded and scratch buffers allocated so far by the variant for `shape`.
     pub fn pool_counters(&self, shape: Shape) -> Result<(u64, u64), RuntimeError> {
-        let state = self.select(shape)?.state.lock();
-        let state = state.unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = self.select(shape)?.lock();
         Ok((state.encodes, state.allocations))
     }
 
@@ -301,19 +364,26 @@ impl Kernel {
     }
 }
 
-/// The variant index for `shape`, or the error that names the declared range.
+/// The variant index for `shape`: the bucket that holds it; outside every bucket, the nearest
+/// bucket's when the spec declares `fallback nearest;`, else the error that names the declared
+/// range.
 pub fn route(
     dispatch: &Dispatch,
     kernel: &str,
-    range: &str,
+    declared: &ShapeSpec,
     shape: Shape,
 ) -> Result<usize, RuntimeError> {
+    let fallback = || match declared.fallback {
+        ShapeFallback::Nearest => dispatch.lookup(declared.nearest_declared(shape)),
+        ShapeFallback::None => None,
+    };
     dispatch
         .lookup(shape)
+        .or_else(fallback)
         .ok_or_else(|| RuntimeError::ShapeOutOfRange {
             kernel: kernel.to_string(),
             shape,
-            range: range.to_string(),
+            range: shape_text(declared),
         })
 }
 

@@ -174,9 +174,9 @@ fn a_shape_outside_the_bundle_says_the_range() {
     let file = bundle_of(&spec("decode.dgml"));
     let kernel = &file.header.kernels[0];
     let dispatch = Dispatch::new(&kernel.dispatch).unwrap();
-    let range = deepgemm::spec::shape_text(&kernel.spec.shape);
+    let declared = &kernel.spec.shape;
     assert_eq!(
-        route(&dispatch, "decode_qkv", &range, Shape::new(1, 6144, 4096)).unwrap(),
+        route(&dispatch, "decode_qkv", declared, Shape::new(1, 6144, 4096)).unwrap(),
         0
     );
     for shape in [
@@ -184,15 +184,59 @@ fn a_shape_outside_the_bundle_says_the_range() {
         Shape::new(8, 6143, 4096),
         Shape::new(8, 6144, 1),
     ] {
-        let err = route(&dispatch, "decode_qkv", &range, shape)
+        let err = route(&dispatch, "decode_qkv", declared, shape)
             .unwrap_err()
             .to_string();
         assert_eq!(
             err,
             format!(
                 "kernel `decode_qkv`: shape {shape} is outside the bundle's declared range \
-                 (M in 1..=256, N = 6144, K = 4096)"
+                 (M in 1..=256, N = 6144, K = 4096); `fallback nearest;` in the spec's shape \
+                 block would run it on the nearest variant"
             )
+        );
+    }
+}
+
+/// With `fallback nearest;`, a shape outside the declared ones runs on the variant of the
+/// bucket nearest it: each extent clamped into its domain, a set's nearest member.
+#[test]
+fn a_declared_fallback_routes_outside_shapes_to_the_nearest_bucket() {
+    let text =
+        "kernel t {\n  target h200;\n  input A: bf16[M, K] row;\n  input B: bf16[K, N] col;\n  \
+                output D: bf16[M, N] row;\n  shape { M in 1..=256; N in {1024, 4096}; K = 512; \
+                fallback nearest; }\n}\n";
+    let spec = deepgemm::spec::parse_str(text, "t.dgml", Path::new("."))
+        .unwrap_or_else(|d| panic!("{}", d.render()))
+        .kernels
+        .remove(0);
+    let file = bundle_of(&spec);
+    let kernel = &file.header.kernels[0];
+    assert_eq!(
+        kernel.spec.shape.fallback,
+        deepgemm::spec::ShapeFallback::Nearest
+    );
+    let dispatch = Dispatch::new(&kernel.dispatch).unwrap();
+    let declared = &kernel.spec.shape;
+    let variant_of = |shape| route(&dispatch, "t", declared, shape).unwrap();
+    let bucket_of = |shape: Shape| kernel.variants[variant_of(shape)].bucket;
+    // Inside: the bucket that holds the shape.
+    let inside = bucket_of(Shape::new(100, 4096, 512));
+    assert!(inside.contains(100, 4096, 512), "{inside:?}");
+    // Past the range's end, between and beyond the set's members, another K.
+    for (outside, nearest) in [
+        (Shape::new(10_000, 4096, 512), Shape::new(256, 4096, 512)),
+        (Shape::new(7, 2000, 512), Shape::new(7, 1024, 512)),
+        (Shape::new(7, 3000, 512), Shape::new(7, 4096, 512)),
+        (Shape::new(7, 2560, 512), Shape::new(7, 4096, 512)),
+        (Shape::new(7, 9000, 7), Shape::new(7, 4096, 512)),
+        (Shape::new(300, 1, 100_000), Shape::new(256, 1024, 512)),
+    ] {
+        assert_eq!(declared.nearest_declared(outside), nearest, "{outside}");
+        let bucket = bucket_of(outside);
+        assert!(
+            bucket.contains(nearest.m, nearest.n, nearest.k),
+            "{outside} went to {bucket:?}"
         );
     }
 }

@@ -146,6 +146,48 @@ fn gpu_bundle_dispatch_and_caches() {
     }
 }
 
+/// `fallback nearest;`: shapes outside the declared ones (past the M range, another N, another K)
+/// run on the nearest bucket's variant with their own extents, and the result is exact.
+#[test]
+fn gpu_bundle_fallback_runs_outside_shapes_exactly() {
+    let runtime = runtime();
+    let gpu = runtime.gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/decode.dgml");
+    let mut spec = deepgemm::spec::parse_file(&path).unwrap().kernels.remove(0);
+    spec.shape.fallback = deepgemm::spec::ShapeFallback::Nearest;
+    let bundle = bundle_from_disk(&runtime, &spec, dir.path());
+    let kernel = bundle.kernel(None).unwrap();
+    for shape in [
+        Shape::new(300, 6144, 4096),
+        Shape::new(1000, 1000, 4096),
+        Shape::new(5, 6144, 100),
+        Shape::new(257, 129, 4099),
+    ] {
+        let options = deepgemm_cuda::runner::RunOptions {
+            seed: fresh_seed(),
+            ..Default::default()
+        };
+        let device = DeviceProblem::upload(gpu, &spec, shape, &options).unwrap();
+        let variant = kernel.variant_for(shape).unwrap();
+        let nearest = spec.shape.nearest_declared(shape);
+        assert!(
+            variant.bucket.contains(nearest.m, nearest.n, nearest.k),
+            "{shape}: served by {:?}",
+            variant.bucket
+        );
+        kernel
+            .launch(shape, &operands(&device), &[], gpu.raw_stream())
+            .unwrap_or_else(|e| panic!("{shape}: {e}"));
+        let check = device.check(gpu, &spec).unwrap();
+        println!(
+            "{shape}: {} error {:.2e} unwritten {}",
+            variant.name, check.error, check.unwritten
+        );
+        assert!(check.passed, "{shape}: error {:.2e}", check.error);
+    }
+}
+
 #[test]
 fn gpu_bundle_bad_input_is_refused_and_writes_nothing() {
     let runtime = runtime();

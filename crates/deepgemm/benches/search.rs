@@ -54,6 +54,7 @@ fn mlp_up() -> KernelSpec {
             m: DimDomain::Range { lo: 1, hi: 8192 },
             n: DimDomain::Fixed(14336),
             k: DimDomain::Fixed(4096),
+            fallback: deepgemm::spec::ShapeFallback::None,
         },
         constraints: vec![Constraint {
             lhs: CExpr::Observable(Observable::Registers),

@@ -321,6 +321,7 @@ mod tests {
             m: DimDomain::Range { lo: 1, hi: 8192 },
             n: DimDomain::Fixed(4096),
             k: DimDomain::Set(vec![512, 7168]),
+            fallback: crate::spec::ShapeFallback::None,
         };
         let buckets = ShapeBucket::split(&shape);
         let ms: Vec<_> = buckets.iter().map(|b| b.m).collect();
@@ -341,6 +342,7 @@ mod tests {
             m: DimDomain::Range { lo: 20, hi: 33 },
             n: DimDomain::Fixed(1),
             k: DimDomain::Fixed(1),
+            fallback: crate::spec::ShapeFallback::None,
         };
         let ms: Vec<_> = ShapeBucket::split(&shape).iter().map(|b| b.m).collect();
         assert_eq!(ms, vec![(20, 32), (33, 33)]);

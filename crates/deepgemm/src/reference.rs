@@ -144,16 +144,17 @@ pub fn operand_geometry(
     shape: Shape,
     ld_pad: u64,
 ) -> Result<Geometry, ReferenceError> {
-    let values: Vec<u64> = operand.dims.iter().map(|d| dim_value(shape, d)).collect();
+    // No allocation: the runtime calls this on every operand of every launch.
+    let value = |d| dim_value(shape, d);
     let is_matrix = matches!(operand.role, Role::A | Role::B | Role::C | Role::D);
-    let (rows, cols, layout) = match values.as_slice() {
+    let (rows, cols, layout) = match operand.dims.as_slice() {
         [] => (1, 1, Layout::Row),
-        [len] => (1, *len, Layout::Row),
-        [rows, cols] => (*rows, *cols, operand.layout),
-        _ => {
+        [len] => (1, value(len), Layout::Row),
+        [rows, cols] => (value(rows), value(cols), operand.layout),
+        dims => {
             return Err(ReferenceError::UnsupportedRank {
                 operand: operand.name.clone(),
-                dims: values.len(),
+                dims: dims.len(),
             })
         }
     };
@@ -1048,6 +1049,7 @@ mod tests {
                 m: DimDomain::Fixed(1),
                 n: DimDomain::Fixed(1),
                 k: DimDomain::Fixed(1),
+                fallback: crate::spec::ShapeFallback::None,
             },
             constraints: vec![],
             tiling: vec![],

@@ -164,18 +164,14 @@ mod tests {
     /// shape outside the spec's declared ones, or with K not a multiple of 128, must still plan.
     #[test]
     fn fp8_suites_plan_at_every_shape() {
-        use crate::spec::{DimDomain, ShapeSpec};
+        use crate::spec::ShapeSpec;
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/suites");
         for name in ["fp8", "fp8_tensor"] {
             let suite = Suite::load(&dir.join(format!("{name}.toml"))).unwrap();
             let file = crate::spec::parse_file(&suite.spec).unwrap_or_else(|d| panic!("{d}"));
             for shape in &suite.shapes {
                 let mut spec = file.kernels[0].clone();
-                spec.shape = ShapeSpec {
-                    m: DimDomain::Fixed(shape.m),
-                    n: DimDomain::Fixed(shape.n),
-                    k: DimDomain::Fixed(shape.k),
-                };
+                spec.shape = ShapeSpec::fixed(*shape);
                 if let Err(e) = crate::search::search(&spec) {
                     panic!("{name} {shape}: {e}");
                 }

@@ -389,6 +389,23 @@ mod spec_errors {
             hint: Some("M, N and K"),
         },
         Case {
+            name: "unknown shape fallback",
+            replace: &[(8, "  shape { M = 64; N = 64; K = 64; fallback farthest; }")],
+            at: (8, 44),
+            message: "unknown fallback `farthest`",
+            hint: Some("`fallback nearest;`"),
+        },
+        Case {
+            name: "shape fallback given twice",
+            replace: &[(
+                8,
+                "  shape { M = 64; N = 64; K = 64; fallback nearest; fallback nearest; }",
+            )],
+            at: (8, 62),
+            message: "`fallback` is given twice in `shape`",
+            hint: None,
+        },
+        Case {
             name: "tile variable given twice",
             replace: &[(6, "  tiling { STAGES in 2..=4; STAGES in {3}; }")],
             at: (6, 29),

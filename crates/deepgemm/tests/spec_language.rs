@@ -352,6 +352,31 @@ mod spec_language {
             "sets are sorted and distinct"
         );
         assert_eq!(k.shape.k, DimDomain::Fixed(7168));
+        assert_eq!(k.shape.fallback, ShapeFallback::None);
+    }
+
+    #[test]
+    fn shape_fallback_nearest() {
+        let k = kernel(&format!(
+            "{GEMM} shape {{ M in 1..=512; fallback nearest; N = 256; K in {{384, 1024}}; }}"
+        ));
+        // (`kernel` also checks that the printed spec parses back to the same, fallback included.)
+        assert_eq!(k.shape.fallback, ShapeFallback::Nearest);
+        // The nearest declared values: a range's ends, a set's nearest member (the larger on a
+        // tie), a fixed value.
+        for (shape, nearest) in [
+            ((600, 256, 384), (512, 256, 384)),
+            ((1, 7, 700), (1, 256, 384)),
+            ((9, 256, 704), (9, 256, 1024)),
+            ((9, 256, 703), (9, 256, 384)),
+            ((9, 256, 5000), (9, 256, 1024)),
+        ] {
+            let s = |(m, n, k)| deepgemm::plan::Shape::new(m, n, k);
+            assert_eq!(k.shape.nearest_declared(s(shape)), s(nearest), "{shape:?}");
+        }
+        // A `fallback` dimension name still works as a name elsewhere in the kernel.
+        let k = kernel(&format!("{GEMM} param fallback: f32 = 1.0;"));
+        assert_eq!(k.params[0].name, "fallback");
     }
 
     #[test]

@@ -142,11 +142,7 @@ pub fn parse_shape(text: &str) -> Result<Shape, String> {
 /// gets the plan the model ranks best for exactly that shape.
 pub fn at_shape(spec: &KernelSpec, shape: Shape) -> KernelSpec {
     let mut fixed = spec.clone();
-    fixed.shape = ShapeSpec {
-        m: DimDomain::Fixed(shape.m),
-        n: DimDomain::Fixed(shape.n),
-        k: DimDomain::Fixed(shape.k),
-    };
+    fixed.shape = ShapeSpec::fixed(shape);
     fixed
 }
 

@@ -739,6 +739,7 @@ mod tests {
                 m: DimDomain::Set(vec![16, 4096]),
                 n: DimDomain::Fixed(4096),
                 k: DimDomain::Fixed(4096),
+                fallback: crate::spec::ShapeFallback::None,
             },
             constraints: vec![Constraint {
                 lhs: CExpr::Observable(Observable::Smem),

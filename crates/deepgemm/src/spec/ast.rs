@@ -37,7 +37,7 @@ pub enum Item {
         expr: AExpr,
     },
     /// The blocks carry the span of their keyword, for "given twice" and "missing" errors.
-    Shape(Vec<ShapeEntry>, Span),
+    Shape(Vec<ShapeItem>, Span),
     Constraints(Vec<ConstraintAst>, Span),
     Tiling(Vec<TilingEntry>, Span),
 }
@@ -91,7 +91,15 @@ pub enum AExprKind {
     Cast(Name, Box<AExpr>),
 }
 
-/// One line of `shape { ... }`.
+/// One line of `shape { ... }`: an extent's values, or `fallback MODE;`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShapeItem {
+    Dim(ShapeEntry),
+    /// `fallback nearest;`: the mode as written.
+    Fallback(Name),
+}
+
+/// `M = 4096;`, `M in 1..=256;`, `K in {2048, 4096};`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShapeEntry {
     pub sym: Name,

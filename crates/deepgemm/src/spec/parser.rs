@@ -434,7 +434,7 @@ impl Parser<'_> {
             }
             "shape" => {
                 let keyword = self.bump().span;
-                Ok(Item::Shape(self.block(Self::shape_entry)?, keyword))
+                Ok(Item::Shape(self.block(Self::shape_item)?, keyword))
             }
             "constraints" => {
                 let keyword = self.bump().span;
@@ -721,6 +721,17 @@ impl Parser<'_> {
     }
 
     // ---- shape, constraints, tiling -----------------------------------------------------
+
+    fn shape_item(&mut self) -> PResult<ShapeItem> {
+        // `fallback` is a keyword only here, before a word (not `=` or `in`).
+        if self.at_word("fallback") && matches!(self.peek_at(1), TokenKind::Word(_)) {
+            self.bump();
+            let mode = self.name("a fallback: `nearest`")?;
+            self.expect_semi()?;
+            return Ok(ShapeItem::Fallback(mode));
+        }
+        self.shape_entry().map(ShapeItem::Dim)
+    }
 
     fn shape_entry(&mut self) -> PResult<ShapeEntry> {
         let sym = self.name("`M`, `N` or `K`")?;

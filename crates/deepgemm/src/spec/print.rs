@@ -63,6 +63,9 @@ fn kernel_dgml(k: &KernelSpec) -> String {
     for (sym, domain) in [("M", &k.shape.m), ("N", &k.shape.n), ("K", &k.shape.k)] {
         out += &format!("    {};\n", dim_domain(sym, domain));
     }
+    if k.shape.fallback == ShapeFallback::Nearest {
+        out += "    fallback nearest;\n";
+    }
     out += "  }\n";
     if !k.constraints.is_empty() {
         out += "\n  constraints {\n";
@@ -372,10 +375,14 @@ pub fn summary(k: &KernelSpec) -> String {
     );
     let _ = writeln!(
         out,
-        "  shape        {}, {}, {}",
+        "  shape        {}, {}, {}{}",
         dim_domain("M", &k.shape.m),
         dim_domain("N", &k.shape.n),
-        dim_domain("K", &k.shape.k)
+        dim_domain("K", &k.shape.k),
+        match k.shape.fallback {
+            ShapeFallback::Nearest => "; other shapes: the nearest bucket's variant",
+            ShapeFallback::None => "",
+        }
     );
     let buckets = ShapeBucket::split(&k.shape);
     let _ = writeln!(out, "  buckets      {}", buckets.len());
@@ -422,6 +429,8 @@ pub struct Summary {
     pub epilogue: String,
     /// `M in 1..=256`, `N = 4096`, `K = 4096`.
     pub shape: [String; 3],
+    /// What serves a shape outside the buckets: `none` (an error) or `nearest`.
+    pub fallback: ShapeFallback,
     pub buckets: Vec<ShapeBucket>,
     pub constraints: Vec<ConstraintSummary>,
     pub tiling: Vec<String>,
@@ -480,6 +489,7 @@ pub fn summary_record(k: &KernelSpec) -> Summary {
             dim_domain("N", &k.shape.n),
             dim_domain("K", &k.shape.k),
         ],
+        fallback: k.shape.fallback,
         buckets: ShapeBucket::split(&k.shape),
         constraints: k
             .constraints

@@ -78,7 +78,7 @@ struct Items<'k> {
     params: Vec<&'k ParamDecl>,
     accumulate: Option<&'k Name>,
     epilogue: Option<(&'k Name, &'k AExpr)>,
-    shape: Option<(&'k [ShapeEntry], Span)>,
+    shape: Option<(&'k [ShapeItem], Span)>,
     constraints: Option<&'k [ConstraintAst]>,
     tiling: Option<&'k [TilingEntry]>,
 }
@@ -343,13 +343,33 @@ impl Cx<'_> {
 
     fn shape(
         &mut self,
-        entries: &[ShapeEntry],
+        items: &[ShapeItem],
         keyword: Span,
         kernel: &KernelAst,
     ) -> Option<ShapeSpec> {
         let mut domains: [Option<DimDomain>; 3] = [None, None, None];
         let mut complete = true;
-        for entry in entries {
+        let mut fallback: Option<&Name> = None;
+        for item in items {
+            let entry = match item {
+                ShapeItem::Dim(entry) => entry,
+                ShapeItem::Fallback(mode) => {
+                    if fallback.replace(mode).is_some() {
+                        self.error(mode.span, "`fallback` is given twice in `shape`");
+                        complete = false;
+                    } else if mode.text != "nearest" {
+                        let d = self.error(mode.span, format!("unknown fallback `{}`", mode.text));
+                        d.expected = Some("`nearest`".to_string());
+                        d.hint = Some(
+                            "`fallback nearest;` runs a shape outside the declared ones on the \
+                             variant of the nearest bucket; without it, such a shape is an error"
+                                .to_string(),
+                        );
+                        complete = false;
+                    }
+                    continue;
+                }
+            };
             let Some(sym) = self.shape_sym(&entry.sym) else {
                 complete = false;
                 continue;
@@ -391,6 +411,11 @@ impl Cx<'_> {
             m: m?,
             n: n?,
             k: k?,
+            fallback: if fallback.is_some() {
+                ShapeFallback::Nearest
+            } else {
+                ShapeFallback::None
+            },
         })
     }
 

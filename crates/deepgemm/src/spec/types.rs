@@ -255,6 +255,25 @@ pub enum DimDomain {
 }
 
 impl DimDomain {
+    /// The declared value nearest `v`: `v` itself when declared, else a range's end or a set's
+    /// nearest member (the larger on a tie, as a kernel planned for more work handles less
+    /// with the smaller waste).
+    pub fn nearest(&self, v: u64) -> u64 {
+        match self {
+            DimDomain::Fixed(fixed) => *fixed,
+            DimDomain::Range { lo, hi } => v.clamp(*lo, *hi),
+            DimDomain::Set(values) => {
+                let above = values.partition_point(|&x| x < v);
+                match (above.checked_sub(1).map(|i| values[i]), values.get(above)) {
+                    (Some(below), Some(&up)) if v - below < up - v => below,
+                    (_, Some(&up)) => up,
+                    (Some(below), None) => below,
+                    (None, None) => v,
+                }
+            }
+        }
+    }
+
     pub fn min(&self) -> u64 {
         match self {
             DimDomain::Fixed(v) => *v,
@@ -285,9 +304,52 @@ pub struct ShapeSpec {
     pub m: DimDomain,
     pub n: DimDomain,
     pub k: DimDomain,
+    /// What serves a shape outside every bucket (`fallback nearest;`). Left out of the JSON when
+    /// there is none, so that the specs that predate it keep their hash.
+    #[serde(default, skip_serializing_if = "ShapeFallback::is_none")]
+    pub fallback: ShapeFallback,
+}
+
+/// What serves a shape outside the declared ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShapeFallback {
+    /// Nothing: such a shape is an error that quotes the declared range.
+    #[default]
+    None,
+    /// The variant of the nearest bucket: each extent clamped into its declared domain (a set's
+    /// nearest member, the larger on a tie). Every variant takes its extents at run time, so the
+    /// result is exact; the speed is that of a plan made for another shape.
+    Nearest,
+}
+
+impl ShapeFallback {
+    pub fn is_none(&self) -> bool {
+        *self == ShapeFallback::None
+    }
 }
 
 impl ShapeSpec {
+    /// Exactly `shape`, nothing else (what `bench` and `tune` plan for one measured shape).
+    pub fn fixed(shape: crate::plan::Shape) -> ShapeSpec {
+        ShapeSpec {
+            m: DimDomain::Fixed(shape.m),
+            n: DimDomain::Fixed(shape.n),
+            k: DimDomain::Fixed(shape.k),
+            fallback: ShapeFallback::None,
+        }
+    }
+
+    /// `shape` with each extent moved to the nearest value its domain declares (a shape inside
+    /// the declared ones is unchanged).
+    pub fn nearest_declared(&self, shape: crate::plan::Shape) -> crate::plan::Shape {
+        crate::plan::Shape::new(
+            self.m.nearest(shape.m),
+            self.n.nearest(shape.n),
+            self.k.nearest(shape.k),
+        )
+    }
+
     pub fn get(&self, sym: ShapeSym) -> &DimDomain {
         match sym {
             ShapeSym::M => &self.m,

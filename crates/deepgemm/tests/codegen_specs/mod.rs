@@ -196,6 +196,7 @@ pub fn spec(shape: &SpecShape) -> KernelSpec {
             m: DimDomain::Range { lo: 1, hi: 8192 },
             n: DimDomain::Fixed(4096),
             k: DimDomain::Fixed(4093),
+            fallback: deepgemm::spec::ShapeFallback::None,
         },
         constraints: Vec::new(),
         tiling: Vec::new(),

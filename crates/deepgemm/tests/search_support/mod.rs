@@ -56,6 +56,7 @@ pub fn gemm(dtype: DType, m: DimDomain, n: u64, k: u64) -> KernelSpec {
             m,
             n: DimDomain::Fixed(n),
             k: DimDomain::Fixed(k),
+            fallback: deepgemm::spec::ShapeFallback::None,
         },
         constraints: vec![],
         tiling: vec![],
