@@ -468,7 +468,8 @@ impl LoadedKernel {
 
         // Check every operand the kernel takes, and decide which ones to repack.
         // Each operand as the kernel sees it (after any repack): name, address, dtype, geometry.
-        let mut bound_operands: Vec<(String, sys::CUdeviceptr, DType, Geometry)> = Vec::new();
+        let mut bound_operands: Vec<(&str, sys::CUdeviceptr, DType, Geometry)> =
+            Vec::with_capacity(kernel.args.len());
         let mut repacks = Vec::new();
         let mut amax_zero = Vec::new();
         for arg in &kernel.args {
@@ -507,7 +508,7 @@ impl LoadedKernel {
             let amax_bytes = matches!(spec_operand.role, Role::Amax { .. })
                 .then(|| (bound.geometry.inner() * bound.geometry.outer() * size) as usize);
             if aligned {
-                bound_operands.push((name.clone(), bound.ptr, bound.dtype, bound.geometry));
+                bound_operands.push((name, bound.ptr, bound.dtype, bound.geometry));
                 if let Some(bytes) = amax_bytes {
                     amax_zero.push((bound.ptr, bytes));
                 }
@@ -530,7 +531,7 @@ impl LoadedKernel {
             let buffer = resources.scratch(gpu, repacks.len(), staged_pitch as usize * height)?;
             let buffer_ptr = buffer.ptr();
             bound_operands.push((
-                name.clone(),
+                name,
                 buffer.ptr(),
                 bound.dtype,
                 Geometry {
@@ -583,7 +584,7 @@ impl LoadedKernel {
                 entry: kernel.entry.clone(),
                 what,
             };
-            let find = |name: &str| bound_operands.iter().find(|(n, _, _, _)| n == name);
+            let find = |name: &str| bound_operands.iter().find(|(n, _, _, _)| *n == name);
             values.push(match arg {
                 KernelArg::Pointer(name) => {
                     let (_, ptr, _, _) = find(name).ok_or_else(|| missing(format!("`{name}`")))?;
