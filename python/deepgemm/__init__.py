@@ -5,8 +5,9 @@
     D = gemm(A, W.t())                                 # D = A @ W.T on torch's current stream
     gemm(A, W.t(), out=D, bias=b, alpha=0.5)           # operands and params by their spec names
 
-Tensors are read through DLPack (any CUDA array library works; torch is needed only to
-allocate `out` when it is omitted). See docs/python.md.
+torch tensors are read through their attributes, any other CUDA array through DLPack (so any
+CUDA array library works; torch is needed only to allocate `out` when it is omitted). See
+docs/runtime.md ("Python").
 """
 
 import os as _os

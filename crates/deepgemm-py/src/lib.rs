@@ -1,4 +1,4 @@
-//! `deepgemm._native`: the Python face of DeepGEMM's runtime (docs/python.md).
+//! `deepgemm._native`: the Python face of DeepGEMM's runtime (docs/runtime.md, "Python").
 //!
 //! Tensors are read through DLPack (`__dlpack__`), so any CUDA array library works and torch is
 //! not a build dependency. A torch tensor is read through its attributes instead (`data_ptr()`,

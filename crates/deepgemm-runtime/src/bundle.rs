@@ -1,7 +1,7 @@
 //! The bundle file (`NAME.dgb`): one versioned file holding every kernel of a spec file, the
 //! metadata of each variant, their cubins, the repack-copy kernel and a dispatch table per kernel.
 //!
-//! Layout (docs/bundle.md), all integers little-endian:
+//! Layout (docs/runtime.md, "Bundle format"), all integers little-endian:
 //!
 //! ```text
 //! 0   8 bytes  magic "DGMMBNDL"

@@ -1,6 +1,6 @@
 //! DeepGEMM's runtime: what an inference engine links to call DeepGEMM kernels.
 //!
-//! A bundle (`NAME.dgb`, written by `deepgemm compile`; format in `docs/bundle.md`) holds every
+//! A bundle (`NAME.dgb`, written by `deepgemm compile`; format in `docs/runtime.md`) holds every
 //! compiled variant of a spec's kernels, their launch metadata and a dispatch table from shape
 //! bucket to variant. [`Runtime::load`] loads one on a GPU; [`Kernel::launch`] picks the variant
 //! for (M, N, K) in O(1) and launches it on the caller's device pointers, leading dimensions and

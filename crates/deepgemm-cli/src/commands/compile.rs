@@ -1,6 +1,6 @@
 //! `deepgemm compile SPEC [-o DIR]`: plan every shape bucket, generate each variant's CUDA C++,
 //! compile it with NVRTC (through the on-disk cubin cache), and write the sources, binaries, the
-//! analysis and the bundle of every variant (`NAME.dgb`, docs/bundle.md).
+//! analysis and the bundle of every variant (`NAME.dgb`, docs/runtime.md, "Bundle format").
 
 use super::common::{self, Progress};
 use crate::Failure;
@@ -192,7 +192,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
 }
 
 /// Writes DIR/NAME.dgb: every kernel compiled above, their dispatch tables and the repack copy
-/// kernel, for the runtime (docs/bundle.md).
+/// kernel, for the runtime (docs/runtime.md, "Bundle format").
 fn write_bundle(
     spec_path: &Path,
     out: &Path,

@@ -1,4 +1,4 @@
-//! `deepgemm inspect FILE.dgb`: what a bundle holds (docs/bundle.md).
+//! `deepgemm inspect FILE.dgb`: what a bundle holds (docs/runtime.md, "Bundle format").
 
 use crate::Failure;
 use deepgemm_runtime::bundle::BundleFile;
