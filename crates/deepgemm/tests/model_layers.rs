@@ -2,19 +2,22 @@
 
 mod search_support;
 
+use deepgemm::backend;
+use deepgemm::codegen::check_supported;
 use deepgemm::dtype::DType;
 use deepgemm::model::{predict, Bottleneck};
 use deepgemm::plan::{Backend, Plan, Shape};
-use deepgemm::search::{search, space};
+use deepgemm::search::search;
 use deepgemm::spec::{DimDomain, KernelSpec};
 use search_support::*;
 
-/// The plan of `backend` with this tile and stage count, no cluster, row-order raster.
+/// The legal plan of `backend` with this tile and stage count, no cluster, row-order raster.
 fn plan(spec: &KernelSpec, backend: Backend, tile: (u32, u32), stages: u32) -> Plan {
-    space::enumerate(spec, backend)
+    backend::proposals(spec, backend)
         .into_iter()
         .find(|p| {
-            (p.tile.m, p.tile.n) == tile
+            check_supported(spec, p).is_ok()
+                && (p.tile.m, p.tile.n) == tile
                 && p.stages == stages
                 && p.cluster_m == 1
                 && p.raster.group_m == 1

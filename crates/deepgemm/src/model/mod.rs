@@ -410,10 +410,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let (dram_latency_cycles, l2_latency_cycles) = hw
         .latencies
         .at_load(geo.blocks as f64 / hw.sms.max(1) as f64);
-    let round_trip_cycles = match plan.backend {
-        Backend::Sm90 => hw.latencies.tma_round_trip_cycles.unwrap_or(0) as f64,
-        Backend::Sm80 | Backend::Simt => 0.0,
-    };
+    let round_trip_cycles = crate::backend::of(plan.backend).load_round_trip_cycles(hw);
     let load_latency_cycles = mv.l2_hit_rate * l2_latency_cycles
         + (1.0 - mv.l2_hit_rate) * dram_latency_cycles
         + round_trip_cycles;

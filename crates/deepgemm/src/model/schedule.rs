@@ -105,10 +105,7 @@ pub fn waves(blocks: u64, sms: u32, blocks_per_sm: u32) -> Waves {
 /// inputs have no tensor-core rate: they are computed on the CUDA cores, `tf32` ones on the
 /// tensor cores.
 pub fn math_dtype(input: DType, backend: Backend) -> DType {
-    match backend {
-        Backend::Simt => DType::F32,
-        Backend::Sm80 | Backend::Sm90 => input,
-    }
+    crate::backend::of(backend).math_dtype(input)
 }
 
 /// The sustained math rate of a plan's instruction family on this hardware.

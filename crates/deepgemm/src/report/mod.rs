@@ -46,7 +46,7 @@
 //! }
 //! ```
 
-use crate::codegen::space::GENERATED_BACKENDS;
+use crate::backend::{self, generated_backends};
 use crate::hw::{Calibration, Hardware, Provenance};
 use crate::model::schedule::{self, OccupancyLimit};
 use crate::model::{Bottleneck, Prediction};
@@ -175,7 +175,7 @@ impl Analysis {
         let hw = &spec.hardware;
         let math = Backend::ALL
             .into_iter()
-            .filter(|&b| crate::search::space::backend_runs(spec, b))
+            .filter(|&b| backend::runs(spec, b))
             .map(|b| {
                 let rate = schedule::math_rate(hw, spec.a().dtype, b);
                 MathAssumption {
@@ -192,7 +192,7 @@ impl Analysis {
             schema_version: SCHEMA_VERSION,
             kernel: result.kernel.clone(),
             hardware: assumptions(hw, math),
-            generated_backends: GENERATED_BACKENDS.to_vec(),
+            generated_backends: generated_backends(),
             note: backends_note(spec),
             notes: crate::search::paths::notes(spec),
             constraints: spec.constraints.iter().map(|c| c.text.clone()).collect(),
@@ -231,12 +231,12 @@ impl Analysis {
 fn backends_note(spec: &KernelSpec) -> String {
     let runs: Vec<Backend> = Backend::ALL
         .into_iter()
-        .filter(|&b| crate::search::space::backend_runs(spec, b))
+        .filter(|&b| backend::runs(spec, b))
         .collect();
     let names = |generated: bool| {
         let of_kind = runs
             .iter()
-            .filter(|b| GENERATED_BACKENDS.contains(b) == generated);
+            .filter(|b| backend::of(**b).has_generator() == generated);
         of_kind.map(|b| b.name()).collect::<Vec<_>>().join(" or ")
     };
     let (generated, model_only) = (names(true), names(false));
