@@ -190,7 +190,11 @@ fn calibration_constants_move_the_prediction() {
     let p = plan(&spec, Backend::Sm80, (128, 128), 4);
     let shape = Shape::new(4096, 4096, 4096);
     let before = predict(&spec, &p, shape).time_us;
-    spec.hardware.calibration.mma_efficiency_sm80 /= 2.0;
+    spec.hardware
+        .calibration
+        .backends
+        .get_mut(Backend::Sm80)
+        .mma_efficiency /= 2.0;
     let after = predict(&spec, &p, shape).time_us;
     // Compute is most of the time, not all: the latency chain and the fixed costs stay.
     assert!(after > 1.5 * before, "{before} -> {after}");

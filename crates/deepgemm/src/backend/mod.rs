@@ -16,7 +16,7 @@ mod sm90;
 
 use crate::codegen::{epilogue, CodegenError, KernelArg};
 use crate::dtype::DType;
-use crate::hw::{Calibration, Hardware};
+use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, Tile, WarpLayout};
 use crate::spec::{KernelSpec, Operand};
@@ -58,6 +58,11 @@ pub trait BackendImpl: Sync {
     /// Why the backend has no plan space for the spec on its hardware (`None`: it has one),
     /// naming what is missing. [`refusal`] adds the rule every backend shares.
     fn refusal(&self, spec: &KernelSpec) -> Option<String>;
+
+    /// The backend's figures where a hardware file does not give them
+    /// (`calibration.backends.NAME`). An optional figure left `None` is one the backend does not
+    /// read, and a hardware file may not set it.
+    fn default_calibration(&self) -> BackendCalibration;
 
     /// Whether DeepGEMM generates kernels for it; a backend without a generator yet is predicted
     /// (the report says what it would give) but its plans are never returned.
@@ -128,11 +133,6 @@ pub trait BackendImpl: Sync {
 
     /// The main loop's barrier: its kind, how many per k-block and the cost of one, cycles.
     fn barrier(&self, plan: &Plan, cal: &Calibration) -> (BarrierKind, u32, f64);
-
-    /// Cycles per k-block that K-block scales add to the main loop's critical path.
-    fn kblock_scale_cycles(&self, _cal: &Calibration) -> f64 {
-        0.0
-    }
 
     /// Cycles the load path adds to each stage's round trip on top of the memory latency.
     fn load_round_trip_cycles(&self, _hw: &Hardware) -> f64 {

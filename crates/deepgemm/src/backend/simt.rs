@@ -9,7 +9,7 @@ use crate::codegen::abi::element_type;
 use crate::codegen::epilogue::scales_of;
 use crate::codegen::CodegenError;
 use crate::dtype::DType;
-use crate::hw::{Calibration, Hardware};
+use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{
     Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
@@ -217,6 +217,16 @@ impl BackendImpl for Simt {
 
     fn refusal(&self, _spec: &KernelSpec) -> Option<String> {
         None
+    }
+
+    fn default_calibration(&self) -> BackendCalibration {
+        BackendCalibration {
+            mma_efficiency: 0.7,
+            l2_efficiency: 0.80,
+            smem_efficiency: 0.90,
+            kblock_scale_cycles: None,
+            producer_regs: None,
+        }
     }
 
     fn propose(&self, spec: &KernelSpec) -> Vec<Plan> {

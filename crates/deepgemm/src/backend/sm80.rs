@@ -7,7 +7,7 @@ use super::{
 use crate::codegen::abi::element_type;
 use crate::codegen::CodegenError;
 use crate::dtype::DType;
-use crate::hw::{Calibration, Hardware};
+use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{
     Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
@@ -397,6 +397,16 @@ impl BackendImpl for Sm80 {
                 None
             }
         })
+    }
+
+    fn default_calibration(&self) -> BackendCalibration {
+        BackendCalibration {
+            mma_efficiency: 0.75,
+            l2_efficiency: 0.80,
+            smem_efficiency: 0.90,
+            kblock_scale_cycles: None,
+            producer_regs: None,
+        }
     }
 
     fn propose(&self, spec: &KernelSpec) -> Vec<Plan> {

@@ -9,7 +9,7 @@ use super::{
 use crate::codegen::abi::element_type;
 use crate::codegen::{epilogue, CodegenError, KernelArg, TensorMapArg};
 use crate::dtype::DType;
-use crate::hw::{Calibration, Hardware};
+use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{
     Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
@@ -211,11 +211,24 @@ pub fn staged_scales(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> Option<ScaleS
     Some(ScaleSlots { rows, cols })
 }
 
+/// The producer's registers where the hardware file does not say.
+const DEFAULT_PRODUCER_REGS: u32 = 40;
+
+/// Registers the producer warpgroup keeps after `setmaxnreg.dec`: the hardware file's
+/// `calibration.backends.sm90.producer_regs`, the one figure the kernel and the model's register
+/// layer share.
+fn producer_registers(hw: &Hardware) -> u32 {
+    hw.calibration
+        .backends
+        .get(Backend::Sm90)
+        .producer_regs
+        .unwrap_or(DEFAULT_PRODUCER_REGS)
+}
+
 /// Registers each consumer thread may use after `setmaxnreg.inc`: what the register file leaves
-/// once the producer warpgroup is down to the hardware file's `producer_regs_sm90` (the one
-/// figure the kernel and the model's register layer share), in multiples of 8, at most 240.
+/// once the producer warpgroup is down to [`producer_registers`], in multiples of 8, at most 240.
 pub fn consumer_registers(consumers: u32, hw: &Hardware) -> u32 {
-    let left = (hw.regs_per_sm / 128).saturating_sub(hw.calibration.producer_regs_sm90);
+    let left = (hw.regs_per_sm / 128).saturating_sub(producer_registers(hw));
     (left / consumers.max(1) / 8 * 8).min(240)
 }
 
@@ -251,11 +264,11 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
             hw.name, hw.arch
         )));
     }
-    let producer = hw.calibration.producer_regs_sm90;
+    let producer = producer_registers(hw);
     if !(24..=256).contains(&producer) || !producer.is_multiple_of(8) {
         return Err(fail(format!(
-            "calibration.producer_regs_sm90 = {producer}: setmaxnreg takes a multiple of 8 in \
-             24..=256"
+            "calibration.backends.sm90.producer_regs = {producer}: setmaxnreg takes a multiple \
+             of 8 in 24..=256"
         )));
     }
     let (a, b) = (spec.a(), spec.b());
@@ -467,7 +480,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ),
         (
             "PRODUCER_REGISTERS",
-            spec.hardware.calibration.producer_regs_sm90.to_string(),
+            producer_registers(&spec.hardware).to_string(),
         ),
         ("WGMMA", wgmma_wrapper(spec, plan.tile.n)),
     ]
@@ -583,7 +596,7 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
              consumer warpgroup(s) ({} registers), {}: {rows_each} rows each as {} \
              wgmma.m64n{}k{mma_k} per k{mma_k} step",
             plan.warps.threads,
-            spec.hardware.calibration.producer_regs_sm90,
+            producer_registers(&spec.hardware),
             consumer_registers(consumers, &spec.hardware),
             if plan.warps.pingpong() {
                 "ping-pong (whole tiles in turn; one's epilogue under the other's main loop)"
@@ -674,6 +687,16 @@ impl BackendImpl for Sm90 {
         })
     }
 
+    fn default_calibration(&self) -> BackendCalibration {
+        BackendCalibration {
+            mma_efficiency: 0.80,
+            l2_efficiency: 0.80,
+            smem_efficiency: 0.90,
+            kblock_scale_cycles: Some(0.0),
+            producer_regs: Some(DEFAULT_PRODUCER_REGS),
+        }
+    }
+
     fn propose(&self, spec: &KernelSpec) -> Vec<Plan> {
         propose(spec)
     }
@@ -741,12 +764,12 @@ impl BackendImpl for Sm90 {
         if plan.warps.producer_warpgroups == 0 {
             return hw_cap;
         }
-        // One block per SM; the producer keeps `producer_regs_sm90`, the consumers share the rest
+        // One block per SM; the producer keeps `producer_regs`, the consumers share the rest
         // (setmaxnreg moves registers in multiples of 8).
         let producer_threads = plan.warps.producer_warpgroups * 128;
         let consumer_threads = crate::model::registers::math_threads(plan).max(1);
         let producer_regs = if hw.features.setmaxnreg {
-            hw.calibration.producer_regs_sm90
+            producer_registers(hw)
         } else {
             hw.regs_per_sm / plan.warps.threads.max(1)
         };
@@ -763,10 +786,6 @@ impl BackendImpl for Sm90 {
     /// The consumers wait on a full-barrier per k-block; the producer runs ahead.
     fn barrier(&self, _plan: &Plan, cal: &Calibration) -> (BarrierKind, u32, f64) {
         (BarrierKind::Mbarrier, 1, cal.mbarrier_wait_cycles)
-    }
-
-    fn kblock_scale_cycles(&self, cal: &Calibration) -> f64 {
-        cal.kblock_scale_cycles_sm90
     }
 
     fn load_round_trip_cycles(&self, hw: &Hardware) -> f64 {

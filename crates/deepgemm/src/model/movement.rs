@@ -190,9 +190,9 @@ pub fn analyze(
     let smem_bytes = block_smem_bytes * geo.blocks as f64;
 
     let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
-    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency_of(plan.backend);
+    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.backends.get(plan.backend).l2_efficiency;
     let smem_bw = hw.smem_bw_bytes_per_clk_per_sm
-        * cal.smem_efficiency_of(plan.backend)
+        * cal.backends.get(plan.backend).smem_efficiency
         * hw.sms as f64
         * hw.clock_mhz as f64;
     Movement {

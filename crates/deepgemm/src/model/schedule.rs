@@ -134,11 +134,7 @@ impl MathRate {
 /// proposes one) is predicted at the slowest rate the hardware lists.
 pub fn math_rate(hw: &Hardware, input: DType, backend: Backend) -> MathRate {
     let cal = &hw.calibration;
-    let efficiency = match backend {
-        Backend::Sm90 => cal.mma_efficiency_sm90,
-        Backend::Sm80 => cal.mma_efficiency_sm80,
-        Backend::Simt => cal.mma_efficiency_simt,
-    };
+    let efficiency = cal.backends.get(backend).mma_efficiency;
     let rate = hw
         .mma_rate(math_dtype(input, backend), backend)
         .or_else(|| {

@@ -8,7 +8,7 @@
 //!
 //! - sm90 fp8 with K-block scales: each k-tile's scales are copied ahead, read back and applied
 //!   to its partial sums, which lengthens the path from one k-tile's wgmmas to the next by a
-//!   calibrated number of cycles (`kblock_scale_cycles_sm90`).
+//!   calibrated number of cycles (`calibration.backends.sm90.kblock_scale_cycles`).
 //!
 //! Other resident blocks keep the math pipes busy while one block waits, so a barrier's cost is
 //! divided by the blocks per SM. The epilogue is exposed once per wave for a one-tile-per-block
@@ -58,7 +58,11 @@ pub fn barriers(plan: &Plan, k_blocks: u64, k_block_scaled: bool, hw: &Hardware)
         barrier_cycles,
         barriers_per_block: k_blocks * barriers_per_kblock as u64,
         kblock_scale_cycles: if k_block_scaled {
-            implementation.kblock_scale_cycles(cal)
+            // A backend without the figure stages no K-block scales of its own.
+            cal.backends
+                .get(plan.backend)
+                .kblock_scale_cycles
+                .unwrap_or(0.0)
         } else {
             0.0
         },

@@ -4,18 +4,19 @@
 //! for `deepgemm explain` and `analysis.md`; `serde_json::to_string_pretty(&analysis)` gives
 //! `analysis.json` / `explain --json`.
 //!
-//! # JSON schema (`schema_version` 1; fields are only ever added)
+//! # JSON schema (`schema_version` 2; fields are only ever added within a version)
 //!
 //! ```text
 //! {
-//!   "schema_version": 1,
+//!   "schema_version": 2,
 //!   "kernel": "mlp_up",
 //!   "hardware": {                     // the assumptions every number below rests on
 //!     "name", "arch", "sms", "clock_mhz",
 //!     "dram_bw_gbps", "l2_bw_gbps", "l2_bytes", "smem_per_block_bytes", "regs_per_sm",
 //!     "max_regs_per_thread",
 //!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency" } ],
-//!     "calibration": { ...the hardware file's calibration block... },
+//!     "calibration": { ...the hardware file's calibration block, every backend's figures in
+//!                      "backends": { "sm90": {...}, "sm80": {...}, "simt": {...} } (version 2)... },
 //!     "provenance": "measured" | "datasheet" | "unstated"  // the hardware file's field
 //!   },
 //!   "generated_backends": ["sm80", "simt"],
@@ -58,7 +59,8 @@ use crate::spec::KernelSpec;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: the per-backend calibration figures moved into `hardware.calibration.backends`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -471,14 +473,13 @@ pub fn render_markdown(a: &Analysis) -> String {
     let _ = writeln!(out, "## Hardware assumptions ({}, {})\n", h.name, h.arch);
     let _ = writeln!(
         out,
-        "{} SMs at {} MHz; DRAM {} GB/s x {:.2} sustained; L2 {} MiB, {} GB/s x {:.2}; smem {} B per block; {} registers per SM, at most {} per thread; launch {} us.\n",
+        "{} SMs at {} MHz; DRAM {} GB/s x {:.2} sustained; L2 {} MiB, {} GB/s; smem {} B per block; {} registers per SM, at most {} per thread; launch {} us.\n",
         h.sms,
         h.clock_mhz,
         h.dram_bw_gbps,
         h.calibration.dram_efficiency,
         h.l2_bytes >> 20,
         h.l2_bw_gbps,
-        h.calibration.l2_efficiency,
         h.smem_per_block_bytes,
         h.regs_per_sm,
         h.max_regs_per_thread,
@@ -487,14 +488,19 @@ pub fn render_markdown(a: &Analysis) -> String {
     let _ = writeln!(out, "Figures: {} ({}).\n", h.provenance.describe(), h.name);
     let _ = writeln!(
         out,
-        "| backend | math dtype | instruction | peak TFLOP/s | efficiency |"
+        "| backend | math dtype | instruction | peak TFLOP/s | efficiency | L2 -> smem efficiency |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
     for m in &h.math {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.2} |",
-            m.backend, m.dtype, m.instruction, m.peak_tflops, m.efficiency
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} |",
+            m.backend,
+            m.dtype,
+            m.instruction,
+            m.peak_tflops,
+            m.efficiency,
+            h.calibration.backends.get(m.backend).l2_efficiency
         );
     }
     let _ = writeln!(out, "\n{}.", a.note);
@@ -871,7 +877,7 @@ mod tests {
             assert!((tb - ta).abs() <= 1e-12 * ta, "{tb} vs {ta}");
         }
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(value["schema_version"], 1);
+        assert_eq!(value["schema_version"], SCHEMA_VERSION);
         let winner = &value["buckets"][0]["winner"];
         for field in ["label", "plan", "prediction", "bound_by", "layer", "why"] {
             assert!(!winner[field].is_null(), "winner.{field}");
