@@ -43,7 +43,7 @@ fn explain_every_example_as_markdown_and_json() {
         assert!(json.status.success(), "{path}: {}", text(&json));
         let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
         for kernel in value.as_array().unwrap() {
-            assert_eq!(kernel["schema_version"], 1, "{path}");
+            assert_eq!(kernel["schema_version"], 2, "{path}");
             assert!(
                 kernel["buckets"][0]["winner"]["label"].is_string(),
                 "{path}"

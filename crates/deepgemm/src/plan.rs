@@ -33,7 +33,7 @@ impl Backend {
     }
 
     pub fn uses_tensor_cores(self) -> bool {
-        !matches!(self, Backend::Simt)
+        crate::backend::of(self).uses_tensor_cores()
     }
 }
 

@@ -2,19 +2,22 @@
 
 mod search_support;
 
+use deepgemm::backend;
+use deepgemm::codegen::check_supported;
 use deepgemm::dtype::DType;
 use deepgemm::model::{predict, Bottleneck};
 use deepgemm::plan::{Backend, Plan, Shape};
-use deepgemm::search::{search, space};
+use deepgemm::search::search;
 use deepgemm::spec::{DimDomain, KernelSpec};
 use search_support::*;
 
-/// The plan of `backend` with this tile and stage count, no cluster, row-order raster.
+/// The legal plan of `backend` with this tile and stage count, no cluster, row-order raster.
 fn plan(spec: &KernelSpec, backend: Backend, tile: (u32, u32), stages: u32) -> Plan {
-    space::enumerate(spec, backend)
+    backend::proposals(spec, backend)
         .into_iter()
         .find(|p| {
-            (p.tile.m, p.tile.n) == tile
+            check_supported(spec, p).is_ok()
+                && (p.tile.m, p.tile.n) == tile
                 && p.stages == stages
                 && p.cluster_m == 1
                 && p.raster.group_m == 1
@@ -187,7 +190,11 @@ fn calibration_constants_move_the_prediction() {
     let p = plan(&spec, Backend::Sm80, (128, 128), 4);
     let shape = Shape::new(4096, 4096, 4096);
     let before = predict(&spec, &p, shape).time_us;
-    spec.hardware.calibration.mma_efficiency_sm80 /= 2.0;
+    spec.hardware
+        .calibration
+        .backends
+        .get_mut(Backend::Sm80)
+        .mma_efficiency /= 2.0;
     let after = predict(&spec, &p, shape).time_us;
     // Compute is most of the time, not all: the latency chain and the fixed costs stay.
     assert!(after > 1.5 * before, "{before} -> {after}");

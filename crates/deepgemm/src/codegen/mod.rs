@@ -1,20 +1,19 @@
 //! Code generation: `(KernelSpec, Plan) → CUDA C++`. Each backend keeps its kernel body as a
-//! readable `.cu` template under `kernels/`; Rust fills in the plan's constants and the epilogue.
+//! readable `.cu` template under `kernels/` and fills in the plan's constants
+//! ([`crate::backend`]); the pieces every kernel shares (the argument list, the epilogue functor,
+//! the header comment, template rendering) live here.
 //!
 //! The types here are the contract with the runtime (`deepgemm-cuda`): a generated kernel says
 //! which arguments it takes in which order, how many threads and how much shared memory it
 //! needs, and how its grid follows from the problem shape.
 
-mod abi;
-mod epilogue;
+pub(crate) mod abi;
+pub(crate) mod epilogue;
 mod render;
-mod simt;
-mod sm80;
-pub mod sm90;
-pub mod space;
 pub mod support;
 
-use crate::plan::{Backend, EpilogueStrategy, Plan, Shape};
+use crate::backend;
+use crate::plan::{Backend, Plan, Shape};
 use crate::spec::{KernelSpec, ShapeSym};
 use serde::{Deserialize, Serialize};
 
@@ -159,58 +158,11 @@ pub enum CodegenError {
     Template { template: String, message: String },
 }
 
-fn unsupported(backend: Backend, reason: String) -> CodegenError {
-    CodegenError::Unsupported { backend, reason }
-}
-
-/// For the backends that launch one block per output tile and store from registers: clusters, a
-/// persistent grid and a staged epilogue are sm90 features.
-fn require_block_per_tile(backend: Backend, plan: &Plan) -> Result<(), CodegenError> {
-    if plan.cluster_m * plan.cluster_n != 1 || plan.persistent {
-        return Err(unsupported(
-            backend,
-            "clusters and persistent scheduling are sm90 features".to_string(),
-        ));
-    }
-    if plan.epilogue != EpilogueStrategy::Direct {
-        return Err(unsupported(
-            backend,
-            "only the direct (registers -> global) epilogue is implemented here".to_string(),
-        ));
-    }
-    Ok(())
-}
-
-/// For the tensor-core backends: they accumulate in f32 and do not dequantize scaled inputs
-/// (`instruction` names the mma in the message).
-fn require_unscaled_f32_accumulation(
-    backend: Backend,
-    spec: &KernelSpec,
-    instruction: &str,
-) -> Result<(), CodegenError> {
-    if spec.accumulate != crate::dtype::DType::F32 {
-        return Err(unsupported(
-            backend,
-            format!(
-                "accumulate {} is not supported ({instruction} accumulates in f32 here)",
-                spec.accumulate
-            ),
-        ));
-    }
-    let scales = [spec.a(), spec.b()].map(|o| epilogue::scales_of(spec, o));
-    if let Some(scale) = scales.iter().flatten().next() {
-        return Err(unsupported(
-            backend,
-            format!("scale operand `{}` needs the simt backend", scale.name),
-        ));
-    }
-    Ok(())
-}
-
 /// Whether `plan` can be generated for `spec`; the error names the first reason it cannot.
 pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let backend = plan.backend;
-    let fail = |reason: String| Err(unsupported(backend, reason));
+    let fail = |reason: String| Err(CodegenError::Unsupported { backend, reason });
+    let implementation = backend::of(backend);
     let tile = plan.tile;
     if tile.m == 0 || tile.n == 0 || tile.k == 0 {
         return fail(format!("empty tile {}x{}x{}", tile.m, tile.n, tile.k));
@@ -234,10 +186,10 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
     if let Some(why) = support::accumulate_refusal(spec.a().dtype, spec.accumulate) {
         return fail(why);
     }
-    let expected = space::smem_layout(spec, backend, tile, &plan.warps);
+    let expected = implementation.smem_layout(spec, tile, &plan.warps);
     if plan.smem != expected {
         return fail(format!(
-            "plan.smem {:?} differs from codegen::space::smem_layout {:?}",
+            "plan.smem {:?} differs from the {backend} backend's smem_layout {:?}",
             plan.smem, expected
         ));
     }
@@ -250,11 +202,7 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
             limit
         ));
     }
-    match backend {
-        Backend::Sm80 => sm80::check(spec, plan)?,
-        Backend::Simt => simt::check(spec, plan)?,
-        Backend::Sm90 => sm90::check(spec, plan)?,
-    }
+    implementation.check(spec, plan)?;
     epilogue::epilogue_code(spec)?;
     epilogue::scale_code(spec)?;
     Ok(())
@@ -275,41 +223,9 @@ pub fn generate(
         abi::ident(&spec.name),
         abi::ident(variant_name)
     );
-    let (template_name, template, mut values, described, threads) = match plan.backend {
-        Backend::Sm90 => {
-            args.extend(
-                sm90::tensor_maps(spec, plan)
-                    .into_iter()
-                    .map(KernelArg::TensorMap),
-            );
-            let mut values = sm90::values(spec, plan);
-            values.push((
-                "SPLIT_SCALES",
-                epilogue::split_scale_code(spec, plan.tile.k)?,
-            ));
-            (
-                "sm90_gemm.cu",
-                sm90::TEMPLATE,
-                values,
-                sm90::describe(spec, plan),
-                plan.warps.threads,
-            )
-        }
-        Backend::Sm80 => (
-            "sm80_gemm.cu",
-            sm80::TEMPLATE,
-            sm80::values(spec, plan),
-            sm80::describe(spec, plan),
-            plan.warps.threads,
-        ),
-        Backend::Simt => (
-            "simt_gemm.cu",
-            simt::TEMPLATE,
-            simt::values(spec, plan),
-            simt::describe(spec, plan),
-            simt::THREADS,
-        ),
-    };
+    let rendering = backend::of(plan.backend).render(spec, plan)?;
+    args.extend(rendering.extra_args);
+    let mut values = rendering.values;
     values.extend([
         ("ENTRY", entry.clone()),
         ("PARAMS", abi::cuda_params(spec, &args)),
@@ -317,10 +233,10 @@ pub fn generate(
         ("EPILOGUE", epilogue::epilogue_code(spec)?),
         ("SCALES", epilogue::scale_code(spec)?),
     ]);
-    let body = render::render(template_name, template, &values)?;
+    let body = render::render(rendering.template_name, rendering.template, &values)?;
     let source = format!(
         "{}\n{}\n{}",
-        header(spec, plan, variant_name, &args, &described),
+        header(spec, plan, variant_name, &args, &rendering.described),
         PRELUDE,
         body
     );
@@ -328,11 +244,7 @@ pub fn generate(
         .operands
         .iter()
         .map(|o| {
-            let bytes = match (plan.backend, &o.role) {
-                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::A) => plan.operands.a_copy_bytes,
-                (Backend::Sm80 | Backend::Sm90, crate::spec::Role::B) => plan.operands.b_copy_bytes,
-                _ => o.dtype.size_bytes(),
-            };
+            let bytes = backend::of(plan.backend).operand_alignment(plan, o);
             (o.name.clone(), bytes)
         })
         .collect();
@@ -341,7 +253,7 @@ pub fn generate(
         source,
         arch: spec.hardware.arch.clone(),
         args,
-        threads,
+        threads: rendering.threads,
         smem_bytes: plan.smem_bytes(),
         grid: GridRule {
             tile_m: plan.tile.m,

@@ -11,6 +11,7 @@ pub use validate::HwError;
 use crate::dtype::DType;
 use crate::plan::Backend;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One GPU, as the model sees it. Every constant the model uses is a field here (or in
 /// `calibration`), so calibrating the model changes this file, never the code.
@@ -148,10 +149,6 @@ pub struct Features {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Calibration {
-    /// Fraction of the dense tensor-core peak a well-fed main loop sustains, per backend.
-    pub mma_efficiency_sm90: f64,
-    pub mma_efficiency_sm80: f64,
-    pub mma_efficiency_simt: f64,
     /// Fraction of `dram_bw_gbps` a streaming kernel reaches.
     pub dram_efficiency: f64,
     /// Fixed cost of one launch (driver + ramp), microseconds.
@@ -159,14 +156,6 @@ pub struct Calibration {
     /// Cost of a kernel queued right behind another in the same stream (each operand's repack
     /// copy ahead of the GEMM): only the gap between the two, microseconds.
     pub queued_launch_us: f64,
-    /// Fraction of `l2_bw_gbps` that L2 -> shared-memory copies sustain: cp.async (sm80, simt)
-    /// and TMA bulk copies (sm90), which move whole boxes per request.
-    pub l2_efficiency: f64,
-    pub l2_efficiency_sm90: f64,
-    /// Fraction of `smem_bw_bytes_per_clk_per_sm` that tile copies and fragment loads sustain:
-    /// ldmatrix / scalar loads (sm80, simt) and wgmma's descriptor reads with TMA writes (sm90).
-    pub smem_efficiency: f64,
-    pub smem_efficiency_sm90: f64,
     /// Fraction of `l2_bytes` that keeps operand panels resident from one wave to the next.
     pub l2_resident_fraction: f64,
     /// Resident warps per SM needed to keep its math pipes busy (one per scheduler partition).
@@ -175,9 +164,6 @@ pub struct Calibration {
     pub syncthreads_cycles: f64,
     /// Cost of one mbarrier wait (arrive + try_wait round) in the main loop, cycles.
     pub mbarrier_wait_cycles: f64,
-    /// Cycles per k-tile that fp8 K-block scales add to an sm90 main loop's critical path (their
-    /// copies, the shared-memory reads and the multiplies before the promotion can finish).
-    pub kblock_scale_cycles_sm90: f64,
     /// Registers per thread for addresses, loop counters and predicates. 40 matches ptxas
     /// (CUDA 13.0) on the sm80 kernels: a 128x32 warp tile (128 accumulators) uses 255 and
     /// spills, a 64x64 one uses 240-254.
@@ -189,51 +175,155 @@ pub struct Calibration {
     pub regs_per_copy: f64,
     /// Registers per thread for epilogue temporaries.
     pub epilogue_regs_per_thread: u32,
-    /// Registers a Hopper producer warpgroup keeps after `setmaxnreg.dec`.
-    pub producer_regs_sm90: u32,
+    /// The figures of each backend, keyed by its name (`sm90`, `sm80`, `simt`); a backend the
+    /// file leaves out, or a figure it leaves out, takes the backend's defaults.
+    pub backends: BackendCalibrations,
 }
 
 impl Default for Calibration {
     fn default() -> Self {
         Calibration {
-            mma_efficiency_sm90: 0.80,
-            mma_efficiency_sm80: 0.75,
-            mma_efficiency_simt: 0.70,
             dram_efficiency: 0.90,
             launch_overhead_us: 3.0,
             queued_launch_us: 1.0,
-            l2_efficiency: 0.80,
-            l2_efficiency_sm90: 0.80,
-            smem_efficiency: 0.90,
-            smem_efficiency_sm90: 0.90,
             l2_resident_fraction: 0.50,
             warps_for_peak_math: 4.0,
             syncthreads_cycles: 40.0,
             mbarrier_wait_cycles: 20.0,
-            kblock_scale_cycles_sm90: 0.0,
             address_regs_per_thread: 40,
             regs_per_copy: 0.75,
             epilogue_regs_per_thread: 8,
-            producer_regs_sm90: 40,
+            backends: BackendCalibrations::default(),
         }
     }
 }
 
-impl Calibration {
-    /// The L2 -> shared-memory efficiency of a backend's copies.
-    pub fn l2_efficiency_of(&self, backend: Backend) -> f64 {
-        match backend {
-            Backend::Sm90 => self.l2_efficiency_sm90,
-            Backend::Sm80 | Backend::Simt => self.l2_efficiency,
-        }
+/// One backend's fitted figures (`calibration.backends.NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BackendCalibration {
+    /// Fraction of the dense peak of the backend's math instruction that a well-fed main loop
+    /// sustains.
+    pub mma_efficiency: f64,
+    /// Fraction of `l2_bw_gbps` that the backend's L2 -> shared-memory copies sustain: cp.async
+    /// (sm80, simt), TMA bulk copies that move whole boxes per request (sm90).
+    pub l2_efficiency: f64,
+    /// Fraction of `smem_bw_bytes_per_clk_per_sm` that its tile copies and fragment loads
+    /// sustain: ldmatrix / scalar loads (sm80, simt), wgmma's descriptor reads with TMA writes
+    /// (sm90).
+    pub smem_efficiency: f64,
+    /// Cycles per k-tile that K-block scales add to the main loop's critical path (sm90 fp8:
+    /// their copies, the shared-memory reads and the multiplies before the promotion can
+    /// finish). Only a backend whose defaults have it reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kblock_scale_cycles: Option<f64>,
+    /// Registers a producer warpgroup keeps after `setmaxnreg.dec` (sm90: the generated kernel's
+    /// figure too). Only a backend whose defaults have it reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer_regs: Option<u32>,
+}
+/// A `calibration.backends` entry as written: every figure optional.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BackendCalibrationEntry {
+    mma_efficiency: Option<f64>,
+    l2_efficiency: Option<f64>,
+    smem_efficiency: Option<f64>,
+    kblock_scale_cycles: Option<f64>,
+    producer_regs: Option<u32>,
+}
+
+impl BackendCalibrationEntry {
+    /// The entry over `backend`'s defaults. An optional figure the defaults lack is one the
+    /// backend does not read: setting it is an error, not a silent no-op.
+    fn over_defaults(self, backend: Backend) -> Result<BackendCalibration, String> {
+        let defaults = crate::backend::of(backend).default_calibration();
+        let unread = |name: &str, set: bool, read: bool| {
+            if set && !read {
+                Err(format!(
+                    "calibration.backends.{backend}.{name}: the {backend} backend does not read it"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        unread(
+            "kblock_scale_cycles",
+            self.kblock_scale_cycles.is_some(),
+            defaults.kblock_scale_cycles.is_some(),
+        )?;
+        unread(
+            "producer_regs",
+            self.producer_regs.is_some(),
+            defaults.producer_regs.is_some(),
+        )?;
+        Ok(BackendCalibration {
+            mma_efficiency: self.mma_efficiency.unwrap_or(defaults.mma_efficiency),
+            l2_efficiency: self.l2_efficiency.unwrap_or(defaults.l2_efficiency),
+            smem_efficiency: self.smem_efficiency.unwrap_or(defaults.smem_efficiency),
+            kblock_scale_cycles: self.kblock_scale_cycles.or(defaults.kblock_scale_cycles),
+            producer_regs: self.producer_regs.or(defaults.producer_regs),
+        })
+    }
+}
+
+/// Every backend's [`BackendCalibration`]: what the file gives over the backend's defaults, so a
+/// new backend adds an entry (and its defaults), not fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendCalibrations(BTreeMap<Backend, BackendCalibration>);
+
+impl BackendCalibrations {
+    /// The figures of `backend`.
+    pub fn get(&self, backend: Backend) -> BackendCalibration {
+        self.0
+            .get(&backend)
+            .copied()
+            .unwrap_or_else(|| crate::backend::of(backend).default_calibration())
     }
 
-    /// The shared-memory efficiency of a backend's tile writes and operand reads.
-    pub fn smem_efficiency_of(&self, backend: Backend) -> f64 {
-        match backend {
-            Backend::Sm90 => self.smem_efficiency_sm90,
-            Backend::Sm80 | Backend::Simt => self.smem_efficiency,
-        }
+    /// The figures of `backend`, to change them.
+    pub fn get_mut(&mut self, backend: Backend) -> &mut BackendCalibration {
+        self.0
+            .entry(backend)
+            .or_insert_with(|| crate::backend::of(backend).default_calibration())
+    }
+
+    /// Each backend and its figures, in [`Backend::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (Backend, BackendCalibration)> + '_ {
+        Backend::ALL.into_iter().map(|b| (b, self.get(b)))
+    }
+}
+
+impl Default for BackendCalibrations {
+    fn default() -> Self {
+        BackendCalibrations(
+            Backend::ALL
+                .into_iter()
+                .map(|b| (b, crate::backend::of(b).default_calibration()))
+                .collect(),
+        )
+    }
+}
+
+/// Every backend, written out in full: the printed form of a hardware file says every figure.
+impl Serialize for BackendCalibrations {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+/// An unknown backend name is an error naming the known ones (serde's message for `Backend`).
+impl<'de> Deserialize<'de> for BackendCalibrations {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let written = BTreeMap::<Backend, BackendCalibrationEntry>::deserialize(deserializer)?;
+        Backend::ALL
+            .into_iter()
+            .map(|b| {
+                let entry = written.get(&b).copied().unwrap_or_default();
+                entry.over_defaults(b).map(|c| (b, c))
+            })
+            .collect::<Result<_, _>>()
+            .map(BackendCalibrations)
+            .map_err(serde::de::Error::custom)
     }
 }
 

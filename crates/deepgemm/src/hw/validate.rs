@@ -11,15 +11,15 @@ pub enum HwError {
     Parse(String),
     #[error("hardware field `{field}` = {value}: {why}")]
     Invalid {
-        field: &'static str,
+        field: String,
         value: String,
         why: &'static str,
     },
 }
 
-fn invalid(field: &'static str, value: impl ToString, why: &'static str) -> HwError {
+fn invalid(field: impl Into<String>, value: impl ToString, why: &'static str) -> HwError {
     HwError::Invalid {
-        field,
+        field: field.into(),
         value: value.to_string(),
         why,
     }
@@ -127,35 +127,52 @@ impl Hardware {
             }
         }
         let c = &self.calibration;
+        let fraction = |field: String, value: f64| {
+            if value > 0.0 && value <= 1.0 {
+                Ok(())
+            } else {
+                Err(invalid(field, value, "a fraction must lie in (0, 1]"))
+            }
+        };
+        let non_negative = |field: String, value: f64| {
+            if value >= 0.0 && value.is_finite() {
+                Ok(())
+            } else {
+                Err(invalid(field, value, "must be a non-negative number"))
+            }
+        };
         for (field, value) in [
-            ("calibration.mma_efficiency_sm90", c.mma_efficiency_sm90),
-            ("calibration.mma_efficiency_sm80", c.mma_efficiency_sm80),
-            ("calibration.mma_efficiency_simt", c.mma_efficiency_simt),
-            ("calibration.dram_efficiency", c.dram_efficiency),
-            ("calibration.l2_efficiency", c.l2_efficiency),
-            ("calibration.smem_efficiency", c.smem_efficiency),
-            ("calibration.smem_efficiency_sm90", c.smem_efficiency_sm90),
-            ("calibration.l2_efficiency_sm90", c.l2_efficiency_sm90),
-            ("calibration.l2_resident_fraction", c.l2_resident_fraction),
+            ("dram_efficiency", c.dram_efficiency),
+            ("l2_resident_fraction", c.l2_resident_fraction),
         ] {
-            if !(value > 0.0 && value <= 1.0) {
-                return Err(invalid(field, value, "a fraction must lie in (0, 1]"));
+            fraction(format!("calibration.{field}"), value)?;
+        }
+        for (backend, figures) in c.backends.iter() {
+            let field = |name: &str| format!("calibration.backends.{backend}.{name}");
+            fraction(field("mma_efficiency"), figures.mma_efficiency)?;
+            fraction(field("l2_efficiency"), figures.l2_efficiency)?;
+            fraction(field("smem_efficiency"), figures.smem_efficiency)?;
+            if let Some(cycles) = figures.kblock_scale_cycles {
+                non_negative(field("kblock_scale_cycles"), cycles)?;
+            }
+            if let Some(regs) = figures.producer_regs {
+                if regs == 0 || regs > self.max_regs_per_thread {
+                    return Err(invalid(
+                        field("producer_regs"),
+                        regs,
+                        "must lie in 1..=max_regs_per_thread",
+                    ));
+                }
             }
         }
         for (field, value) in [
-            ("calibration.launch_overhead_us", c.launch_overhead_us),
-            ("calibration.queued_launch_us", c.queued_launch_us),
-            ("calibration.syncthreads_cycles", c.syncthreads_cycles),
-            ("calibration.mbarrier_wait_cycles", c.mbarrier_wait_cycles),
-            (
-                "calibration.kblock_scale_cycles_sm90",
-                c.kblock_scale_cycles_sm90,
-            ),
-            ("calibration.regs_per_copy", c.regs_per_copy),
+            ("launch_overhead_us", c.launch_overhead_us),
+            ("queued_launch_us", c.queued_launch_us),
+            ("syncthreads_cycles", c.syncthreads_cycles),
+            ("mbarrier_wait_cycles", c.mbarrier_wait_cycles),
+            ("regs_per_copy", c.regs_per_copy),
         ] {
-            if !(value >= 0.0 && value.is_finite()) {
-                return Err(invalid(field, value, "must be a non-negative number"));
-            }
+            non_negative(format!("calibration.{field}"), value)?;
         }
         if !(c.warps_for_peak_math >= 1.0 && c.warps_for_peak_math.is_finite()) {
             return Err(invalid(
@@ -172,13 +189,6 @@ impl Hardware {
                 "with epilogue_regs_per_thread, leaves no registers for the math",
             ));
         }
-        if c.producer_regs_sm90 == 0 || c.producer_regs_sm90 > self.max_regs_per_thread {
-            return Err(invalid(
-                "calibration.producer_regs_sm90",
-                c.producer_regs_sm90,
-                "must lie in 1..=max_regs_per_thread",
-            ));
-        }
         Ok(())
     }
 }
@@ -186,6 +196,7 @@ impl Hardware {
 #[cfg(test)]
 mod tests {
     use crate::hw::preset;
+    use crate::plan::Backend;
 
     #[test]
     fn impossible_values_are_named() {
@@ -211,18 +222,31 @@ mod tests {
     #[test]
     fn impossible_calibration_constants_are_named() {
         type Mutation = fn(&mut crate::hw::Calibration);
-        let cases: [(&str, Mutation); 9] = [
-            ("l2_efficiency", |c| c.l2_efficiency = 1.5),
-            ("smem_efficiency", |c| c.smem_efficiency = 0.0),
-            ("smem_efficiency_sm90", |c| c.smem_efficiency_sm90 = 0.0),
-            ("l2_efficiency_sm90", |c| c.l2_efficiency_sm90 = 0.0),
+        let cases: [(&str, Mutation); 10] = [
+            ("backends.sm80.l2_efficiency", |c| {
+                c.backends.get_mut(Backend::Sm80).l2_efficiency = 1.5
+            }),
+            ("backends.simt.smem_efficiency", |c| {
+                c.backends.get_mut(Backend::Simt).smem_efficiency = 0.0
+            }),
+            ("backends.sm90.smem_efficiency", |c| {
+                c.backends.get_mut(Backend::Sm90).smem_efficiency = 0.0
+            }),
+            ("backends.sm90.l2_efficiency", |c| {
+                c.backends.get_mut(Backend::Sm90).l2_efficiency = 0.0
+            }),
+            ("backends.sm90.kblock_scale_cycles", |c| {
+                c.backends.get_mut(Backend::Sm90).kblock_scale_cycles = Some(-1.0)
+            }),
             ("syncthreads_cycles", |c| c.syncthreads_cycles = -1.0),
             ("queued_launch_us", |c| c.queued_launch_us = f64::NAN),
             ("warps_for_peak_math", |c| c.warps_for_peak_math = 0.5),
             ("address_regs_per_thread", |c| {
                 c.address_regs_per_thread = 250
             }),
-            ("producer_regs_sm90", |c| c.producer_regs_sm90 = 0),
+            ("backends.sm90.producer_regs", |c| {
+                c.backends.get_mut(Backend::Sm90).producer_regs = Some(0)
+            }),
         ];
         for (field, mutate) in cases {
             let mut hw = preset("h200").unwrap();
@@ -233,6 +257,49 @@ mod tests {
         for name in ["h100", "h200", "a100", "l40s", "rtx4090"] {
             preset(name).unwrap().validate().unwrap();
         }
+    }
+
+    #[test]
+    fn backend_calibration_takes_known_backends_and_the_figures_they_read() {
+        let h100 = crate::hw::PRESETS[0].yaml();
+        let with = |entry: &str| {
+            crate::hw::Hardware::from_yaml(&format!(
+                "{h100}\ncalibration:\n  backends:\n    {entry}\n"
+            ))
+        };
+        let e = with("sm95: { mma_efficiency: 0.5 }")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sm95") && e.contains("sm90"), "{e}");
+        let e = with("sm80: { producer_regs: 40 }").unwrap_err().to_string();
+        assert!(e.contains("backends.sm80.producer_regs"), "{e}");
+        let e = with("simt: { mma_eficiency: 0.5 }")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mma_eficiency"), "{e}");
+        let e = with("sm90: { mma_efficiency: 1.5 }")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("calibration.backends.sm90.mma_efficiency"),
+            "{e}"
+        );
+        // A figure or a backend left out takes the backend's default.
+        let hw = with("sm80: { mma_efficiency: 0.5 }").unwrap();
+        let defaults = crate::hw::Calibration::default().backends;
+        let sm80 = hw.calibration.backends.get(Backend::Sm80);
+        assert_eq!(sm80.mma_efficiency, 0.5);
+        assert_eq!(
+            sm80.l2_efficiency,
+            defaults.get(Backend::Sm80).l2_efficiency
+        );
+        assert_eq!(
+            hw.calibration.backends.get(Backend::Sm90),
+            defaults.get(Backend::Sm90)
+        );
+        // The printed form says every figure and reads back the same.
+        let again = crate::hw::Hardware::from_yaml(&hw.to_yaml()).unwrap();
+        assert_eq!(again, hw);
     }
 
     #[test]

@@ -410,18 +410,16 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let (dram_latency_cycles, l2_latency_cycles) = hw
         .latencies
         .at_load(geo.blocks as f64 / hw.sms.max(1) as f64);
-    let round_trip_cycles = match plan.backend {
-        Backend::Sm90 => hw.latencies.tma_round_trip_cycles.unwrap_or(0) as f64,
-        Backend::Sm80 | Backend::Simt => 0.0,
-    };
+    let round_trip_cycles = crate::backend::of(plan.backend).load_round_trip_cycles(hw);
     let load_latency_cycles = mv.l2_hit_rate * l2_latency_cycles
         + (1.0 - mv.l2_hit_rate) * dram_latency_cycles
         + round_trip_cycles;
     let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
-    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency_of(plan.backend);
-    let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * cal.smem_efficiency_of(plan.backend); // bytes per cycle
-                                                                                                 // DRAM operand bytes are spread over blocks in proportion (the per-wave panel count is folded
-                                                                                                 // into the total); a persistent kernel's epilogue stores stream alongside the main loop.
+    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.backends.get(plan.backend).l2_efficiency;
+    let smem_bw_per_sm =
+        hw.smem_bw_bytes_per_clk_per_sm * cal.backends.get(plan.backend).smem_efficiency; // bytes per cycle
+                                                                                          // DRAM operand bytes are spread over blocks in proportion (the per-wave panel count is folded
+                                                                                          // into the total); a persistent kernel's epilogue stores stream alongside the main loop.
     let streamed_dram_per_block = (mv.operand_dram_bytes
         + if plan.persistent {
             mv.epilogue_dram_bytes

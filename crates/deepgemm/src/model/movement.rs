@@ -15,7 +15,7 @@
 use super::{Geometry, Problem};
 use crate::dtype::DType;
 use crate::hw::Hardware;
-use crate::plan::{Backend, Plan, Tile};
+use crate::plan::{Plan, Tile};
 use serde::{Deserialize, Serialize};
 
 /// The data-movement figures of one plan on one shape.
@@ -190,9 +190,9 @@ pub fn analyze(
     let smem_bytes = block_smem_bytes * geo.blocks as f64;
 
     let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
-    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.l2_efficiency_of(plan.backend);
+    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.backends.get(plan.backend).l2_efficiency;
     let smem_bw = hw.smem_bw_bytes_per_clk_per_sm
-        * cal.smem_efficiency_of(plan.backend)
+        * cal.backends.get(plan.backend).smem_efficiency
         * hw.sms as f64
         * hw.clock_mhz as f64;
     Movement {
@@ -218,21 +218,8 @@ pub fn analyze(
 
 /// Shared-memory bytes the block's threads read per k-block to feed the math instructions.
 fn fragment_read_bytes(problem: &Problem, plan: &Plan) -> f64 {
-    let t = plan.tile;
     let (ea, eb) = (problem.a.size_bytes() as f64, problem.b.size_bytes() as f64);
-    let (tm, tn, tk) = (t.m as f64, t.n as f64, t.k as f64);
-    let (wm, wn) = (plan.warps.warps_m as f64, plan.warps.warps_n as f64);
-    match plan.backend {
-        // Each warp (warpgroup) reads the A rows and B columns of its own sub-tile: A is read
-        // once per warp column, B once per warp row.
-        Backend::Sm80 | Backend::Sm90 => tk * (wn * tm * ea + wm * tn * eb),
-        // Each thread reads a column of A and a row of B of its (about square) thread tile, as
-        // f32 staging: 2 * sqrt(accumulators) floats per k.
-        Backend::Simt => {
-            let acc = tm * tn / plan.warps.threads.max(1) as f64;
-            plan.warps.threads as f64 * tk * 2.0 * acc.sqrt() * 4.0
-        }
-    }
+    crate::backend::of(plan.backend).fragment_read_bytes(plan, ea, eb)
 }
 
 /// The repack pass: an operand whose leading dimension breaks the plan's copy width is copied

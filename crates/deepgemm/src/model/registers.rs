@@ -7,8 +7,9 @@
 //! hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the consumers' share
 //! after the producer gives registers back with `setmaxnreg`.
 
+use crate::backend;
 use crate::hw::Hardware;
-use crate::plan::{Backend, Plan};
+use crate::plan::Plan;
 use serde::{Deserialize, Serialize};
 
 /// Registers per thread of the threads that do the math (the consumers of a Hopper plan).
@@ -36,34 +37,19 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     let cal = &hw.calibration;
     let t = plan.tile;
     let accumulators = (t.m * t.n).div_ceil(plan.warps.tile_threads().max(1));
-    let fragments = match plan.backend {
-        // mma.sync m16n8k16 (and m16n8k8 for tf32): an A fragment is 4 registers per 16 rows, a
-        // B fragment 2 per 8 columns; two k-steps in flight.
-        Backend::Sm80 => {
-            let warp_m = t.m / plan.warps.warps_m.max(1);
-            let warp_n = t.n / plan.warps.warps_n.max(1);
-            2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
-        }
-        // wgmma reads A and B from shared memory through descriptors; fp8 products are summed
-        // apart per k-tile (a second set of accumulators) and promoted into the first.
-        Backend::Sm90 if input_bytes == 1 => accumulators,
-        Backend::Sm90 => 0,
-        // One column of A and one row of B of the (about square) thread tile per k.
-        Backend::Simt => 2 * (accumulators as f64).sqrt().ceil() as u32,
-    };
+    let implementation = backend::of(plan.backend);
+    let fragments = implementation.fragment_registers(plan, accumulators, input_bytes);
     let addresses = cal.address_regs_per_thread
         + (cal.regs_per_copy * copies_per_thread(plan, input_bytes) as f64).ceil() as u32;
     let epilogue = cal.epilogue_regs_per_thread;
-    // fp8 partial sums are dead once the main loop ends, so the epilogue's temporaries reuse them.
-    let promoted = plan.backend == Backend::Sm90 && input_bytes == 1;
     let total = accumulators
         + addresses
-        + if promoted {
+        + if implementation.epilogue_reuses_fragments(input_bytes) {
             fragments.max(epilogue)
         } else {
             fragments + epilogue
         };
-    let cap = cap(plan, hw);
+    let cap = implementation.register_cap(plan, hw);
     Registers {
         accumulators,
         fragments,
@@ -75,41 +61,15 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     }
 }
 
-/// cp.async copies one thread issues per stage (sm80 only: TMA and SIMT staging issue none).
+/// Copies one thread issues per stage that hold registers (sm80's cp.async: TMA and SIMT staging
+/// issue none).
 pub fn copies_per_thread(plan: &Plan, input_bytes: u32) -> u32 {
-    if plan.backend != Backend::Sm80 {
-        return 0;
-    }
-    let t = plan.tile;
-    let copies = |rows: u32, copy_bytes: u32| rows * t.k * input_bytes / copy_bytes.max(1);
-    (copies(t.m, plan.operands.a_copy_bytes) + copies(t.n, plan.operands.b_copy_bytes))
-        / plan.warps.threads.max(1)
+    backend::of(plan.backend).copies_per_thread(plan, input_bytes)
 }
 
 /// Threads that hold accumulators: all of them, except a Hopper plan's producer warpgroup.
 pub fn math_threads(plan: &Plan) -> u32 {
     plan.warps.threads - plan.warps.producer_warpgroups * 128
-}
-
-/// The per-thread register limit of the math threads.
-fn cap(plan: &Plan, hw: &Hardware) -> u32 {
-    let hw_cap = hw.max_regs_per_thread;
-    if plan.backend != Backend::Sm90 || plan.warps.producer_warpgroups == 0 {
-        return hw_cap;
-    }
-    // One block per SM; the producer keeps `producer_regs_sm90`, the consumers share the rest
-    // (setmaxnreg moves registers in multiples of 8).
-    let producer_threads = plan.warps.producer_warpgroups * 128;
-    let consumer_threads = math_threads(plan).max(1);
-    let producer_regs = if hw.features.setmaxnreg {
-        hw.calibration.producer_regs_sm90
-    } else {
-        hw.regs_per_sm / plan.warps.threads.max(1)
-    };
-    let left = hw
-        .regs_per_sm
-        .saturating_sub(producer_regs * producer_threads);
-    ((left / consumer_threads) / 8 * 8).min(hw_cap)
 }
 
 #[cfg(test)]

@@ -105,10 +105,7 @@ pub fn waves(blocks: u64, sms: u32, blocks_per_sm: u32) -> Waves {
 /// inputs have no tensor-core rate: they are computed on the CUDA cores, `tf32` ones on the
 /// tensor cores.
 pub fn math_dtype(input: DType, backend: Backend) -> DType {
-    match backend {
-        Backend::Simt => DType::F32,
-        Backend::Sm80 | Backend::Sm90 => input,
-    }
+    crate::backend::of(backend).math_dtype(input)
 }
 
 /// The sustained math rate of a plan's instruction family on this hardware.
@@ -137,11 +134,7 @@ impl MathRate {
 /// proposes one) is predicted at the slowest rate the hardware lists.
 pub fn math_rate(hw: &Hardware, input: DType, backend: Backend) -> MathRate {
     let cal = &hw.calibration;
-    let efficiency = match backend {
-        Backend::Sm90 => cal.mma_efficiency_sm90,
-        Backend::Sm80 => cal.mma_efficiency_sm80,
-        Backend::Simt => cal.mma_efficiency_simt,
-    };
+    let efficiency = cal.backends.get(backend).mma_efficiency;
     let rate = hw
         .mma_rate(math_dtype(input, backend), backend)
         .or_else(|| {

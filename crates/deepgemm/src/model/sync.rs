@@ -8,15 +8,16 @@
 //!
 //! - sm90 fp8 with K-block scales: each k-tile's scales are copied ahead, read back and applied
 //!   to its partial sums, which lengthens the path from one k-tile's wgmmas to the next by a
-//!   calibrated number of cycles (`kblock_scale_cycles_sm90`).
+//!   calibrated number of cycles (`calibration.backends.sm90.kblock_scale_cycles`).
 //!
 //! Other resident blocks keep the math pipes busy while one block waits, so a barrier's cost is
 //! divided by the blocks per SM. The epilogue is exposed once per wave for a one-tile-per-block
 //! kernel and only at the very end for a persistent kernel, which overlaps a tile's epilogue
 //! with the next tile's main loop.
 
+use crate::backend;
 use crate::hw::Hardware;
-use crate::plan::{Backend, Plan};
+use crate::plan::Plan;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,22 +50,19 @@ pub struct Sync {
 /// Barrier pattern of a plan; `exposed_us` is filled in by the caller once waves are known.
 pub fn barriers(plan: &Plan, k_blocks: u64, k_block_scaled: bool, hw: &Hardware) -> Sync {
     let cal = &hw.calibration;
-    let (kind, barriers_per_kblock, barrier_cycles) = match plan.backend {
-        Backend::Sm80 => (BarrierKind::Syncthreads, 1, cal.syncthreads_cycles),
-        Backend::Simt => (
-            BarrierKind::Syncthreads,
-            if plan.stages <= 1 { 2 } else { 1 },
-            cal.syncthreads_cycles,
-        ),
-        Backend::Sm90 => (BarrierKind::Mbarrier, 1, cal.mbarrier_wait_cycles),
-    };
+    let implementation = backend::of(plan.backend);
+    let (kind, barriers_per_kblock, barrier_cycles) = implementation.barrier(plan, cal);
     Sync {
         kind,
         barriers_per_kblock,
         barrier_cycles,
         barriers_per_block: k_blocks * barriers_per_kblock as u64,
-        kblock_scale_cycles: if k_block_scaled && plan.backend == Backend::Sm90 {
-            cal.kblock_scale_cycles_sm90
+        kblock_scale_cycles: if k_block_scaled {
+            // A backend without the figure stages no K-block scales of its own.
+            cal.backends
+                .get(plan.backend)
+                .kblock_scale_cycles
+                .unwrap_or(0.0)
         } else {
             0.0
         },

@@ -4,18 +4,19 @@
 //! for `deepgemm explain` and `analysis.md`; `serde_json::to_string_pretty(&analysis)` gives
 //! `analysis.json` / `explain --json`.
 //!
-//! # JSON schema (`schema_version` 1; fields are only ever added)
+//! # JSON schema (`schema_version` 2; fields are only ever added within a version)
 //!
 //! ```text
 //! {
-//!   "schema_version": 1,
+//!   "schema_version": 2,
 //!   "kernel": "mlp_up",
 //!   "hardware": {                     // the assumptions every number below rests on
 //!     "name", "arch", "sms", "clock_mhz",
 //!     "dram_bw_gbps", "l2_bw_gbps", "l2_bytes", "smem_per_block_bytes", "regs_per_sm",
 //!     "max_regs_per_thread",
 //!     "math": [ { "backend", "dtype", "instruction", "peak_tflops", "efficiency" } ],
-//!     "calibration": { ...the hardware file's calibration block... },
+//!     "calibration": { ...the hardware file's calibration block, every backend's figures in
+//!                      "backends": { "sm90": {...}, "sm80": {...}, "simt": {...} } (version 2)... },
 //!     "provenance": "measured" | "datasheet" | "unstated"  // the hardware file's field
 //!   },
 //!   "generated_backends": ["sm80", "simt"],
@@ -46,7 +47,7 @@
 //! }
 //! ```
 
-use crate::codegen::space::GENERATED_BACKENDS;
+use crate::backend::{self, generated_backends};
 use crate::hw::{Calibration, Hardware, Provenance};
 use crate::model::schedule::{self, OccupancyLimit};
 use crate::model::{Bottleneck, Prediction};
@@ -58,7 +59,8 @@ use crate::spec::KernelSpec;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: the per-backend calibration figures moved into `hardware.calibration.backends`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,7 +177,7 @@ impl Analysis {
         let hw = &spec.hardware;
         let math = Backend::ALL
             .into_iter()
-            .filter(|&b| crate::search::space::backend_runs(spec, b))
+            .filter(|&b| backend::runs(spec, b))
             .map(|b| {
                 let rate = schedule::math_rate(hw, spec.a().dtype, b);
                 MathAssumption {
@@ -192,7 +194,7 @@ impl Analysis {
             schema_version: SCHEMA_VERSION,
             kernel: result.kernel.clone(),
             hardware: assumptions(hw, math),
-            generated_backends: GENERATED_BACKENDS.to_vec(),
+            generated_backends: generated_backends(),
             note: backends_note(spec),
             notes: crate::search::paths::notes(spec),
             constraints: spec.constraints.iter().map(|c| c.text.clone()).collect(),
@@ -231,12 +233,12 @@ impl Analysis {
 fn backends_note(spec: &KernelSpec) -> String {
     let runs: Vec<Backend> = Backend::ALL
         .into_iter()
-        .filter(|&b| crate::search::space::backend_runs(spec, b))
+        .filter(|&b| backend::runs(spec, b))
         .collect();
     let names = |generated: bool| {
         let of_kind = runs
             .iter()
-            .filter(|b| GENERATED_BACKENDS.contains(b) == generated);
+            .filter(|b| backend::of(**b).has_generator() == generated);
         of_kind.map(|b| b.name()).collect::<Vec<_>>().join(" or ")
     };
     let (generated, model_only) = (names(true), names(false));
@@ -471,14 +473,13 @@ pub fn render_markdown(a: &Analysis) -> String {
     let _ = writeln!(out, "## Hardware assumptions ({}, {})\n", h.name, h.arch);
     let _ = writeln!(
         out,
-        "{} SMs at {} MHz; DRAM {} GB/s x {:.2} sustained; L2 {} MiB, {} GB/s x {:.2}; smem {} B per block; {} registers per SM, at most {} per thread; launch {} us.\n",
+        "{} SMs at {} MHz; DRAM {} GB/s x {:.2} sustained; L2 {} MiB, {} GB/s; smem {} B per block; {} registers per SM, at most {} per thread; launch {} us.\n",
         h.sms,
         h.clock_mhz,
         h.dram_bw_gbps,
         h.calibration.dram_efficiency,
         h.l2_bytes >> 20,
         h.l2_bw_gbps,
-        h.calibration.l2_efficiency,
         h.smem_per_block_bytes,
         h.regs_per_sm,
         h.max_regs_per_thread,
@@ -487,14 +488,19 @@ pub fn render_markdown(a: &Analysis) -> String {
     let _ = writeln!(out, "Figures: {} ({}).\n", h.provenance.describe(), h.name);
     let _ = writeln!(
         out,
-        "| backend | math dtype | instruction | peak TFLOP/s | efficiency |"
+        "| backend | math dtype | instruction | peak TFLOP/s | efficiency | L2 -> smem efficiency |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
     for m in &h.math {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.2} |",
-            m.backend, m.dtype, m.instruction, m.peak_tflops, m.efficiency
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} |",
+            m.backend,
+            m.dtype,
+            m.instruction,
+            m.peak_tflops,
+            m.efficiency,
+            h.calibration.backends.get(m.backend).l2_efficiency
         );
     }
     let _ = writeln!(out, "\n{}.", a.note);
@@ -872,7 +878,7 @@ mod tests {
             assert!((tb - ta).abs() <= 1e-12 * ta, "{tb} vs {ta}");
         }
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(value["schema_version"], 1);
+        assert_eq!(value["schema_version"], SCHEMA_VERSION);
         let winner = &value["buckets"][0]["winner"];
         for field in ["label", "plan", "prediction", "bound_by", "layer", "why"] {
             assert!(!winner[field].is_null(), "winner.{field}");

@@ -44,10 +44,7 @@ pub fn tile_var(plan: &Plan, var: TileVar) -> f64 {
         TileVar::CLUSTER_M => plan.cluster_m,
         TileVar::CLUSTER_N => plan.cluster_n,
         // Consumer warpgroups of a Hopper plan; warps / 4 for the others.
-        TileVar::WARPGROUPS => match plan.backend {
-            Backend::Sm90 => plan.warps.consumer_warpgroups(),
-            Backend::Sm80 | Backend::Simt => plan.warps.threads.div_ceil(128),
-        },
+        TileVar::WARPGROUPS => crate::backend::of(plan.backend).warpgroups(plan),
         TileVar::SPLIT_K => plan.split_k,
     };
     v as f64

@@ -1,20 +1,21 @@
 //! The constrained search: spec -> legal plans per shape bucket, pruned and ranked.
 //!
 //! For each bucket of [`ShapeBucket::split`] the search plans for the bucket's largest shape:
-//! it enumerates every backend's legal space ([`space`]), predicts each plan with the model,
+//! it enumerates every backend's legal space (the plans a backend proposes that its `check`
+//! accepts, [`crate::backend`]), predicts each plan with the model,
 //! removes plans outside the `tiling` domains, plans the hardware cannot hold (shared memory or
 //! registers per SM, register spills) and plans that break a hard constraint — counting what
 //! each one removed — and ranks the rest by predicted time, with soft constraints (`~`) as
 //! penalties. Ties are broken by the plan label, so the ranking is deterministic.
 //!
-//! Backends without a generator yet (sm90) are enumerated and predicted like the others, so the
-//! report can say what they would give, but only plans of [`GENERATED_BACKENDS`] are returned.
+//! Backends without a generator yet are enumerated and predicted like the others, so the report
+//! can say what they would give, but only plans of [`generated_backends`] are returned.
 
 pub mod constraints;
 pub mod paths;
-pub mod space;
 
-use crate::codegen::{self, space::GENERATED_BACKENDS};
+use crate::backend::{self, generated_backends};
+use crate::codegen;
 use crate::model::{self, Prediction, Problem};
 use crate::plan::{Backend, Plan, Shape, ShapeBucket, Variant};
 use crate::spec::{ConstraintOp, KernelSpec};
@@ -224,12 +225,13 @@ pub fn search(spec: &KernelSpec) -> Result<SearchResult, SearchError> {
     }
     // A generated backend offers only what its generator renders for this spec, so the search
     // never returns a plan that `compile` would then refuse.
+    let generated = generated_backends();
     let mut rejection: Option<String> = None;
     let spaces: Vec<(Backend, Vec<Plan>)> = Backend::ALL
         .into_iter()
         .map(|b| {
-            let mut plans = space::enumerate(spec, b);
-            if GENERATED_BACKENDS.contains(&b) {
+            let mut plans = backend::proposals(spec, b);
+            if generated.contains(&b) {
                 plans.retain(|plan| match codegen::check_supported(spec, plan) {
                     Ok(()) => true,
                     Err(e) => {
@@ -243,14 +245,14 @@ pub fn search(spec: &KernelSpec) -> Result<SearchResult, SearchError> {
         .collect();
     let generated_plans: usize = spaces
         .iter()
-        .filter(|(b, _)| GENERATED_BACKENDS.contains(b))
+        .filter(|(b, _)| generated.contains(b))
         .map(|(_, p)| p.len())
         .sum();
     if generated_plans == 0 {
         return Err(SearchError::NoBackend {
             dtype: spec.a().dtype.to_string(),
             hardware: spec.hardware.name.clone(),
-            backends: GENERATED_BACKENDS.map(|b| b.name()).join(", "),
+            backends: backend_names(&generated),
             reason: rejection.unwrap_or_else(|| "the hardware lacks their instructions".into()),
         });
     }
@@ -329,10 +331,11 @@ fn search_bucket(
     // Per hard constraint: the fastest generated plan that breaks only it.
     let mut best_without: Vec<Option<(f64, String)>> = hard.iter().map(|_| None).collect();
     let mut violations: Vec<usize> = Vec::with_capacity(hard.len());
+    let generated_backends = generated_backends();
     for (backend, plans) in spaces {
         enumerated += plans.len();
         enumerated_by_backend.push((*backend, plans.len()));
-        let generated = GENERATED_BACKENDS.contains(backend);
+        let generated = generated_backends.contains(backend);
         for plan in plans {
             // Rules in order: the first broken one is charged with the removal.
             let mut removed_by: Option<usize> = None;
@@ -603,7 +606,7 @@ fn infeasible(
     } else if relaxations.is_empty() {
         format!(
             "no plan of a generated backend ({}) meets every rule for {where_}; no single constraint's relaxation admits one ({counts})",
-            GENERATED_BACKENDS.map(|b| b.name()).join(", ")
+            backend_names(&generated_backends())
         )
     } else {
         let lines: Vec<_> = relaxations.iter().map(|r| r.message.as_str()).collect();
@@ -617,6 +620,15 @@ fn infeasible(
         relaxations,
         message,
     }
+}
+
+/// `sm90, sm80, simt` for messages.
+fn backend_names(backends: &[Backend]) -> String {
+    backends
+        .iter()
+        .map(|b| b.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Whether a constraint reads an observable only tensor-core plans have in the sense the user

@@ -1,9 +1,9 @@
 //! Which path a spec's math takes and why, in words: what `check`, `explain` and `compile` tell
 //! the user so that no slow path or precision choice is silent. The facts come from the same
-//! rules the search applies ([`space::backend_refusal`], [`codegen::check_supported`]).
+//! rules the search applies ([`backend::refusal`], [`codegen::check_supported`]).
 
-use super::space;
-use crate::codegen::{self, space::GENERATED_BACKENDS};
+use crate::backend::{self, generated_backends};
+use crate::codegen;
 use crate::dtype::DType;
 use crate::plan::Backend;
 use crate::spec::KernelSpec;
@@ -21,17 +21,18 @@ pub struct BackendStatus {
 
 /// Every backend's standing for `spec`, in [`Backend::ALL`] order.
 pub fn backend_statuses(spec: &KernelSpec) -> Vec<BackendStatus> {
+    let generated_backends = generated_backends();
     Backend::ALL
         .into_iter()
         .map(|backend| {
-            let generated = GENERATED_BACKENDS.contains(&backend);
-            let refusal = space::backend_refusal(spec, backend).or_else(|| {
+            let generated = generated_backends.contains(&backend);
+            let refusal = backend::refusal(spec, backend).or_else(|| {
                 if !generated {
                     return None;
                 }
                 // The generator's own reason when it renders none of the plan space.
                 let mut first = None;
-                for plan in space::enumerate(spec, backend) {
+                for plan in backend::proposals(spec, backend) {
                     match codegen::check_supported(spec, &plan) {
                         Ok(()) => return None,
                         Err(e) => {
@@ -77,10 +78,14 @@ pub fn notes(spec: &KernelSpec) -> Vec<String> {
         .filter(|s| s.generated && s.refusal.is_none())
         .map(|s| s.backend)
         .collect();
-    if generated_takers == [Backend::Simt] {
+    let only_cuda_cores =
+        !generated_takers.is_empty() && generated_takers.iter().all(|b| !b.uses_tensor_cores());
+    if only_cuda_cores {
         let why: Vec<String> = statuses
             .iter()
-            .filter(|s| s.backend != Backend::Simt && space::target_has(&spec.hardware, s.backend))
+            .filter(|s| {
+                s.backend.uses_tensor_cores() && backend::of(s.backend).target_has(&spec.hardware)
+            })
             .map(|s| match (&s.refusal, s.generated) {
                 (Some(reason), _) => format!("{} cannot: {reason}", s.backend),
                 (None, false) => format!(

@@ -2,7 +2,7 @@
 //! Shared by `deepgemm/tests/codegen_*.rs` and `deepgemm-cuda/tests/codegen_compiles.rs`.
 #![allow(dead_code)]
 
-use deepgemm::codegen::space;
+use deepgemm::backend;
 use deepgemm::dtype::DType;
 use deepgemm::hw;
 use deepgemm::plan::{Backend, EpilogueStrategy, OperandPath, Plan, Raster, Tile, WarpLayout};
@@ -221,7 +221,7 @@ fn plan(
         raster: Raster { group_m },
         split_k: 1,
         persistent: false,
-        smem: space::smem_layout(spec, backend, tile, &warps),
+        smem: backend::of(backend).smem_layout(spec, tile, &warps),
         epilogue: EpilogueStrategy::Direct,
         operands: OperandPath {
             a_copy_bytes: 16,
@@ -306,6 +306,6 @@ pub fn sm90_plan(
     );
     plan.persistent = true;
     plan.cluster_m = cluster_m;
-    plan.epilogue = deepgemm::codegen::sm90::epilogue_strategy(spec);
+    plan.epilogue = backend::of(Backend::Sm90).epilogue_strategy(spec);
     plan
 }

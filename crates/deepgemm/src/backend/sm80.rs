@@ -1,12 +1,20 @@
 //! The sm80 backend: cp.async multistage ring, ldmatrix and mma.sync (`kernels/sm80_gemm.cu`).
 
-use super::abi::element_type;
-use super::{require_block_per_tile, require_unscaled_f32_accumulation, unsupported, CodegenError};
+use super::{
+    base_plan, push_variants, require_block_per_tile, require_unscaled_f32_accumulation,
+    tensor_core_dtype_refusal, unsupported, BackendImpl, PlanSettings, Rendering,
+};
+use crate::codegen::abi::element_type;
+use crate::codegen::CodegenError;
 use crate::dtype::DType;
-use crate::plan::{Backend, Plan, SmemSwizzle};
-use crate::spec::{KernelSpec, Layout};
+use crate::hw::{BackendCalibration, Calibration, Hardware};
+use crate::model::sync::BarrierKind;
+use crate::plan::{
+    Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
+};
+use crate::spec::{KernelSpec, Layout, Operand};
 
-pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm80_gemm.cu");
+const TEMPLATE: &str = include_str!("../../kernels/sm80_gemm.cu");
 /// Accumulator registers per thread beyond which a warp tile cannot avoid spilling.
 const MAX_ACCUMULATORS_PER_THREAD: u32 = 128;
 
@@ -19,9 +27,55 @@ fn is_tf32(dtype: DType) -> bool {
     dtype == DType::Tf32
 }
 
-/// 16-bit tiles are XOR-swizzled (`codegen::space::sm80_swizzle`), the others padded.
+/// How the kernel stages a row of `dtype`: 16-bit operands (read by ldmatrix) are XOR-swizzled
+/// in 16-byte chunks, which keeps both ldmatrix's 8 row reads and the cp.async writes of whole
+/// rows free of bank conflicts with no padding; other types (tf32's 32-bit loads) pad each row by
+/// 16 bytes, which makes 8 consecutive rows start in distinct 4-bank groups.
+fn swizzle(dtype: DType) -> SmemSwizzle {
+    if dtype.size_bytes() == 2 {
+        SmemSwizzle::XorChunks
+    } else {
+        SmemSwizzle::Padded {
+            pad_elems: 16 / dtype.size_bytes(),
+        }
+    }
+}
+
+/// Elements of padding per staged row (0 when swizzled).
+fn pad_elems(dtype: DType) -> u32 {
+    match swizzle(dtype) {
+        SmemSwizzle::Padded { pad_elems } => pad_elems,
+        SmemSwizzle::XorChunks | SmemSwizzle::None => 0,
+    }
+}
+
+/// 16-bit tiles are XOR-swizzled ([`swizzle`]), the others padded.
 fn is_swizzled(dtype: DType) -> bool {
-    super::space::sm80_swizzle(dtype) == SmemSwizzle::XorChunks
+    swizzle(dtype) == SmemSwizzle::XorChunks
+}
+
+fn smem_layout(spec: &KernelSpec, tile: Tile) -> SmemLayout {
+    let (a, b) = (spec.a(), spec.b());
+    let e = a.dtype.size_bytes();
+    let pad = pad_elems(a.dtype);
+    // A is staged in its global order: K-major rows of tile.k for `row`, M-major rows of tile.m
+    // for `col`. Likewise B: `col` (N rows of K) is K-major.
+    let a_stage = match a.layout {
+        Layout::Row => tile.m * (tile.k + pad),
+        Layout::Col => tile.k * (tile.m + pad),
+    } * e;
+    let b_stage = match b.layout {
+        Layout::Col => tile.n * (tile.k + pad),
+        Layout::Row => tile.k * (tile.n + pad),
+    } * e;
+    SmemLayout {
+        a_stage_bytes: a_stage,
+        b_stage_bytes: b_stage,
+        epilogue_bytes: 0,
+        barrier_bytes: 0,
+        scale_bytes: 0,
+        swizzle: swizzle(a.dtype),
+    }
 }
 
 fn mma_k(dtype: DType) -> u32 {
@@ -32,7 +86,7 @@ fn mma_k(dtype: DType) -> u32 {
     }
 }
 
-pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     require_block_per_tile(Backend::Sm80, plan)?;
     let cc = spec.hardware.compute_capability();
     if cc < 80 {
@@ -182,7 +236,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
     Ok(())
 }
 
-pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
+fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
     let input = spec.a().dtype;
     let mma = match input {
         DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
@@ -205,7 +259,7 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ("TF32", is_tf32(input).to_string()),
         ("MMA_INSTRUCTION", mma.to_string()),
         ("SWIZZLE", is_swizzled(input).to_string()),
-        ("PAD", super::space::sm80_pad_elems(input).to_string()),
+        ("PAD", pad_elems(input).to_string()),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         ("A_COPY_BYTES", plan.operands.a_copy_bytes.to_string()),
@@ -214,10 +268,10 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
 }
 
 /// Plan-specific lines of the header comment.
-pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
+fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     let (t, w) = (plan.tile, plan.warps);
     let dtype = spec.a().dtype;
-    let pad = super::space::sm80_pad_elems(dtype);
+    let pad = pad_elems(dtype);
     let swizzled = is_swizzled(dtype);
     let staged = |rows: u32, cols: u32| {
         if swizzled {
@@ -266,4 +320,153 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
             }
         ),
     ]
+}
+
+/// The sm80 plans: tiles of 32 to 256 along M and N, two tile depths per dtype, one to eight
+/// warps, 2 to 6 stages.
+fn propose(spec: &KernelSpec) -> Vec<Plan> {
+    let tile_ks: &[u32] = match spec.a().dtype {
+        DType::F16 | DType::Bf16 => &[32, 64],
+        _ => &[16, 32],
+    };
+    const SIZES: [u32; 4] = [32, 64, 128, 256];
+    const WARPS: [(u32, u32); 6] = [(1, 1), (1, 2), (2, 1), (2, 2), (2, 4), (4, 2)];
+    /// The space stops at warp tiles of 128 along M and N: the accumulator limit of `check`
+    /// would let a 256x16 warp tile through, which was never measured.
+    const MAX_WARP_TILE: u32 = 128;
+    let mut out = Vec::new();
+    for tm in SIZES {
+        for tn in SIZES {
+            for &tk in tile_ks {
+                for (wm, wn) in WARPS {
+                    if tm / wm > MAX_WARP_TILE || tn / wn > MAX_WARP_TILE {
+                        continue;
+                    }
+                    let warps = WarpLayout {
+                        warps_m: wm,
+                        warps_n: wn,
+                        producer_warpgroups: 0,
+                        threads: 32 * wm * wn,
+                    };
+                    let tile = Tile {
+                        m: tm,
+                        n: tn,
+                        k: tk,
+                    };
+                    let settings = PlanSettings {
+                        persistent: false,
+                        epilogue: EpilogueStrategy::Direct,
+                        // 16-byte cp.async copies; misaligned operands are repacked.
+                        operands: OperandPath {
+                            a_copy_bytes: 16,
+                            b_copy_bytes: 16,
+                            repack_misaligned: true,
+                        },
+                    };
+                    let base = base_plan(spec, Backend::Sm80, tile, warps, settings);
+                    push_variants(&mut out, base, 2..=6);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The cp.async + mma.sync backend.
+pub(super) struct Sm80;
+
+impl BackendImpl for Sm80 {
+    fn target_has(&self, hw: &Hardware) -> bool {
+        hw.compute_capability() >= 80 && hw.features.cp_async
+    }
+
+    fn refusal(&self, spec: &KernelSpec) -> Option<String> {
+        let hw = &spec.hardware;
+        let a = spec.a().dtype;
+        tensor_core_dtype_refusal(spec, false).or_else(|| {
+            if !matches!(a, DType::F16 | DType::Bf16 | DType::Tf32) {
+                Some(format!(
+                    "its mma.sync generator takes f16, bf16 and tf32 inputs, not {a}"
+                ))
+            } else if !self.target_has(hw) {
+                Some(format!(
+                    "{} ({}) lacks cp.async and bf16 mma",
+                    hw.name, hw.arch
+                ))
+            } else {
+                None
+            }
+        })
+    }
+
+    fn default_calibration(&self) -> BackendCalibration {
+        BackendCalibration {
+            mma_efficiency: 0.75,
+            l2_efficiency: 0.80,
+            smem_efficiency: 0.90,
+            kblock_scale_cycles: None,
+            producer_regs: None,
+        }
+    }
+
+    fn propose(&self, spec: &KernelSpec) -> Vec<Plan> {
+        propose(spec)
+    }
+
+    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, _warps: &WarpLayout) -> SmemLayout {
+        smem_layout(spec, tile)
+    }
+
+    fn check(&self, spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+        check(spec, plan)
+    }
+
+    fn render(&self, spec: &KernelSpec, plan: &Plan) -> Result<Rendering, CodegenError> {
+        Ok(Rendering {
+            template_name: "sm80_gemm.cu",
+            template: TEMPLATE,
+            values: values(spec, plan),
+            described: describe(spec, plan),
+            threads: plan.warps.threads,
+            extra_args: Vec::new(),
+        })
+    }
+
+    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32 {
+        super::copy_alignment(plan, operand)
+    }
+
+    fn uses_tensor_cores(&self) -> bool {
+        true
+    }
+
+    fn math_dtype(&self, input: DType) -> DType {
+        input
+    }
+
+    /// mma.sync m16n8k16 (and m16n8k8 for tf32): an A fragment is 4 registers per 16 rows, a B
+    /// fragment 2 per 8 columns; two k-steps in flight.
+    fn fragment_registers(&self, plan: &Plan, _accumulators: u32, _input_bytes: u32) -> u32 {
+        let t = plan.tile;
+        let warp_m = t.m / plan.warps.warps_m.max(1);
+        let warp_n = t.n / plan.warps.warps_n.max(1);
+        2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
+    }
+
+    /// cp.async copies one thread issues per stage.
+    fn copies_per_thread(&self, plan: &Plan, input_bytes: u32) -> u32 {
+        let t = plan.tile;
+        let copies = |rows: u32, copy_bytes: u32| rows * t.k * input_bytes / copy_bytes.max(1);
+        (copies(t.m, plan.operands.a_copy_bytes) + copies(t.n, plan.operands.b_copy_bytes))
+            / plan.warps.threads.max(1)
+    }
+
+    fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
+        super::warp_fragment_read_bytes(plan, a_bytes, b_bytes)
+    }
+
+    /// One `cp.async.wait_group` + `__syncthreads` per k-block.
+    fn barrier(&self, _plan: &Plan, cal: &Calibration) -> (BarrierKind, u32, f64) {
+        (BarrierKind::Syncthreads, 1, cal.syncthreads_cycles)
+    }
 }

@@ -2,14 +2,25 @@
 //! producer warpgroup and one or two consumer warpgroups, a persistent grid and optional 2-block
 //! clusters that multicast B (`kernels/sm90_gemm.cu`). Hopper only (`sm_90a`).
 
-use super::abi::element_type;
-use super::{require_unscaled_f32_accumulation, unsupported, CodegenError, TensorMapArg};
+use super::{
+    base_plan, push_variants, require_unscaled_f32_accumulation, tensor_core_dtype_refusal,
+    unsupported, BackendImpl, PlanSettings, Rendering,
+};
+use crate::codegen::abi::element_type;
+use crate::codegen::{epilogue, CodegenError, KernelArg, TensorMapArg};
 use crate::dtype::DType;
-use crate::hw::Hardware;
-use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout};
-use crate::spec::{Dim, KernelSpec, Layout, Role, ShapeSym};
+use crate::hw::{BackendCalibration, Calibration, Hardware};
+use crate::model::sync::BarrierKind;
+use crate::plan::{
+    Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
+};
+use crate::spec::{Dim, KernelSpec, Layout, Operand, Role, ShapeSym};
 
-pub(crate) const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
+const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
+
+/// Hopper pipelines deeper than this gain nothing the model can see; bounds the proposals (the
+/// kernel takes up to [`MAX_STAGES`]).
+const MAX_PROPOSED_STAGES: u32 = 8;
 
 /// K elements per stage: one 128-byte row of the 128-byte swizzle.
 pub const TILE_K_BYTES: u32 = 128;
@@ -53,7 +64,7 @@ const EPILOGUE_CHUNK_COLS: u32 = 64;
 
 /// Row-major D is written through a per-warp shared-memory buffer, so that stores are whole
 /// 16-byte pieces of rows; column-major D is stored straight from the accumulators.
-pub fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
+fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
     match spec.d().layout {
         Layout::Row => EpilogueStrategy::ViaSmem,
         Layout::Col => EpilogueStrategy::Direct,
@@ -62,7 +73,7 @@ pub fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
 
 /// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding), then the
 /// barriers, then one staged-epilogue buffer per consumer warp, then the staged fp8 scales.
-pub fn smem_layout(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout {
+fn smem_layout(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout {
     let consumers = warps.consumer_warpgroups();
     let scale_bytes = match staged_scales(spec, tile.m / warps.warps_m.max(1), tile.n) {
         Some(slots) => 4 * consumers * SCALE_SETS * slots.per_warp() * 4,
@@ -159,7 +170,7 @@ fn k_block_scales<'a>(
     spec: &'a KernelSpec,
     operand: &crate::spec::Operand,
 ) -> Vec<&'a crate::spec::Operand> {
-    super::epilogue::scales_of(spec, operand)
+    epilogue::scales_of(spec, operand)
         .into_iter()
         .filter(|s| {
             s.dims
@@ -200,11 +211,24 @@ pub fn staged_scales(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> Option<ScaleS
     Some(ScaleSlots { rows, cols })
 }
 
+/// The producer's registers where the hardware file does not say.
+const DEFAULT_PRODUCER_REGS: u32 = 40;
+
+/// Registers the producer warpgroup keeps after `setmaxnreg.dec`: the hardware file's
+/// `calibration.backends.sm90.producer_regs`, the one figure the kernel and the model's register
+/// layer share.
+fn producer_registers(hw: &Hardware) -> u32 {
+    hw.calibration
+        .backends
+        .get(Backend::Sm90)
+        .producer_regs
+        .unwrap_or(DEFAULT_PRODUCER_REGS)
+}
+
 /// Registers each consumer thread may use after `setmaxnreg.inc`: what the register file leaves
-/// once the producer warpgroup is down to the hardware file's `producer_regs_sm90` (the one
-/// figure the kernel and the model's register layer share), in multiples of 8, at most 240.
+/// once the producer warpgroup is down to [`producer_registers`], in multiples of 8, at most 240.
 pub fn consumer_registers(consumers: u32, hw: &Hardware) -> u32 {
-    let left = (hw.regs_per_sm / 128).saturating_sub(hw.calibration.producer_regs_sm90);
+    let left = (hw.regs_per_sm / 128).saturating_sub(producer_registers(hw));
     (left / consumers.max(1) / 8 * 8).min(240)
 }
 
@@ -232,7 +256,7 @@ fn is_k_major(spec: &KernelSpec, role: Role) -> bool {
     }
 }
 
-pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let hw = &spec.hardware;
     if !(hw.features.wgmma && hw.features.tma) || hw.compute_capability() != 90 {
         return Err(fail(format!(
@@ -240,11 +264,11 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
             hw.name, hw.arch
         )));
     }
-    let producer = hw.calibration.producer_regs_sm90;
+    let producer = producer_registers(hw);
     if !(24..=256).contains(&producer) || !producer.is_multiple_of(8) {
         return Err(fail(format!(
-            "calibration.producer_regs_sm90 = {producer}: setmaxnreg takes a multiple of 8 in \
-             24..=256"
+            "calibration.backends.sm90.producer_regs = {producer}: setmaxnreg takes a multiple \
+             of 8 in 24..=256"
         )));
     }
     let (a, b) = (spec.a(), spec.b());
@@ -273,7 +297,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
                 spec.accumulate
             )));
         }
-        super::epilogue::split_scale_code(spec, plan.tile.k)?;
+        epilogue::split_scale_code(spec, plan.tile.k)?;
     } else {
         require_unscaled_f32_accumulation(Backend::Sm90, spec, "wgmma")?;
     }
@@ -387,7 +411,7 @@ pub(crate) fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> 
 
 /// The tensor maps the kernel takes (after its other arguments): one per input, with the box
 /// one TMA load fills.
-pub(crate) fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
+fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
     let (tile, cluster) = (plan.tile, plan.cluster_m);
     let a_box = if is_k_major(spec, Role::A) {
         (tile.k, tile.m)
@@ -411,7 +435,7 @@ pub(crate) fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
         .collect()
 }
 
-pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
+fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
     let input = spec.a().dtype;
     let consumers = plan.warps.consumer_warpgroups();
     let staged = staged_scales(spec, plan.tile.m / plan.warps.warps_m.max(1), plan.tile.n);
@@ -456,7 +480,7 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
         ),
         (
             "PRODUCER_REGISTERS",
-            spec.hardware.calibration.producer_regs_sm90.to_string(),
+            producer_registers(&spec.hardware).to_string(),
         ),
         ("WGMMA", wgmma_wrapper(spec, plan.tile.n)),
     ]
@@ -465,7 +489,7 @@ pub(crate) fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, Strin
 /// Columns of D that share one K-block scale of B (`B_SCALE_COLUMNS`): 128 for `[N/128, K/128]`
 /// scales, 0 when B has no K-block scale.
 fn b_block_scale_columns(spec: &KernelSpec) -> u64 {
-    super::epilogue::scales_of(spec, spec.b())
+    epilogue::scales_of(spec, spec.b())
         .iter()
         .filter(|s| {
             s.dims
@@ -534,7 +558,7 @@ fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
 }
 
 /// Plan-specific lines of the header comment.
-pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
+fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     let (t, consumers) = (plan.tile, plan.warps.consumer_warpgroups());
     let rows_each = t.m / plan.warps.warps_m;
     let major = |role| {
@@ -572,7 +596,7 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
              consumer warpgroup(s) ({} registers), {}: {rows_each} rows each as {} \
              wgmma.m64n{}k{mma_k} per k{mma_k} step",
             plan.warps.threads,
-            spec.hardware.calibration.producer_regs_sm90,
+            producer_registers(&spec.hardware),
             consumer_registers(consumers, &spec.hardware),
             if plan.warps.pingpong() {
                 "ping-pong (whole tiles in turn; one's epilogue under the other's main loop)"
@@ -603,4 +627,173 @@ pub(crate) fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The sm90 plans: every tile of one 128-byte swizzle row of K, M of 64, 128 or 256 and N a
+/// multiple of 8 up to 256, on one consumer, two cooperating or two in ping-pong, with and
+/// without a 2x1 cluster, at 2 to [`MAX_PROPOSED_STAGES`] stages.
+fn propose(spec: &KernelSpec) -> Vec<Plan> {
+    let tk = TILE_K_BYTES / spec.a().dtype.size_bytes();
+    let settings = || PlanSettings {
+        persistent: true,
+        epilogue: epilogue_strategy(spec),
+        operands: OperandPath {
+            a_copy_bytes: TMA_ALIGNMENT_BYTES,
+            b_copy_bytes: TMA_ALIGNMENT_BYTES,
+            repack_misaligned: true,
+        },
+    };
+    let mut out = Vec::new();
+    // (consumers, consumers splitting a tile): one, two cooperating, or two in ping-pong.
+    const SCHEDULES: [(u32, u32); 3] = [(1, 1), (2, 2), (2, 1)];
+    for tm in [64, 128, 256] {
+        for tn in (8..=256).step_by(8) {
+            for (consumers, splitting) in SCHEDULES {
+                let warps = WarpLayout {
+                    warps_m: splitting,
+                    warps_n: 1,
+                    producer_warpgroups: 1,
+                    threads: 128 * (1 + consumers),
+                };
+                for cluster_m in [1, 2] {
+                    let tile = Tile {
+                        m: tm,
+                        n: tn,
+                        k: tk,
+                    };
+                    let mut base = base_plan(spec, Backend::Sm90, tile, warps, settings());
+                    base.cluster_m = cluster_m;
+                    push_variants(&mut out, base, 2..=MAX_PROPOSED_STAGES);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The TMA + wgmma backend.
+pub(super) struct Sm90;
+
+impl BackendImpl for Sm90 {
+    fn target_has(&self, hw: &Hardware) -> bool {
+        hw.features.wgmma && hw.features.tma
+    }
+
+    fn refusal(&self, spec: &KernelSpec) -> Option<String> {
+        // wgmma multiplies e4m3 by e5m2 (the fp8 gradient GEMMs).
+        tensor_core_dtype_refusal(spec, true).or_else(|| {
+            let hw = &spec.hardware;
+            (!self.target_has(hw)).then(|| format!("{} ({}) lacks TMA and wgmma", hw.name, hw.arch))
+        })
+    }
+
+    fn default_calibration(&self) -> BackendCalibration {
+        BackendCalibration {
+            mma_efficiency: 0.80,
+            l2_efficiency: 0.80,
+            smem_efficiency: 0.90,
+            kblock_scale_cycles: Some(0.0),
+            producer_regs: Some(DEFAULT_PRODUCER_REGS),
+        }
+    }
+
+    fn propose(&self, spec: &KernelSpec) -> Vec<Plan> {
+        propose(spec)
+    }
+
+    fn epilogue_strategy(&self, spec: &KernelSpec) -> EpilogueStrategy {
+        epilogue_strategy(spec)
+    }
+
+    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout {
+        smem_layout(spec, tile, warps)
+    }
+
+    fn check(&self, spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
+        check(spec, plan)
+    }
+
+    fn render(&self, spec: &KernelSpec, plan: &Plan) -> Result<Rendering, CodegenError> {
+        let mut values = values(spec, plan);
+        values.push((
+            "SPLIT_SCALES",
+            epilogue::split_scale_code(spec, plan.tile.k)?,
+        ));
+        Ok(Rendering {
+            template_name: "sm90_gemm.cu",
+            template: TEMPLATE,
+            values,
+            described: describe(spec, plan),
+            threads: plan.warps.threads,
+            extra_args: tensor_maps(spec, plan)
+                .into_iter()
+                .map(KernelArg::TensorMap)
+                .collect(),
+        })
+    }
+
+    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32 {
+        super::copy_alignment(plan, operand)
+    }
+
+    fn uses_tensor_cores(&self) -> bool {
+        true
+    }
+
+    fn math_dtype(&self, input: DType) -> DType {
+        input
+    }
+
+    /// wgmma reads A and B from shared memory through descriptors; fp8 products are summed
+    /// apart per k-tile (a second set of accumulators) and promoted into the first.
+    fn fragment_registers(&self, _plan: &Plan, accumulators: u32, input_bytes: u32) -> u32 {
+        if input_bytes == 1 {
+            accumulators
+        } else {
+            0
+        }
+    }
+
+    /// fp8 partial sums are dead once the main loop ends.
+    fn epilogue_reuses_fragments(&self, input_bytes: u32) -> bool {
+        input_bytes == 1
+    }
+
+    fn register_cap(&self, plan: &Plan, hw: &Hardware) -> u32 {
+        let hw_cap = hw.max_regs_per_thread;
+        if plan.warps.producer_warpgroups == 0 {
+            return hw_cap;
+        }
+        // One block per SM; the producer keeps `producer_regs`, the consumers share the rest
+        // (setmaxnreg moves registers in multiples of 8).
+        let producer_threads = plan.warps.producer_warpgroups * 128;
+        let consumer_threads = crate::model::registers::math_threads(plan).max(1);
+        let producer_regs = if hw.features.setmaxnreg {
+            producer_registers(hw)
+        } else {
+            hw.regs_per_sm / plan.warps.threads.max(1)
+        };
+        let left = hw
+            .regs_per_sm
+            .saturating_sub(producer_regs * producer_threads);
+        ((left / consumer_threads) / 8 * 8).min(hw_cap)
+    }
+
+    fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
+        super::warp_fragment_read_bytes(plan, a_bytes, b_bytes)
+    }
+
+    /// The consumers wait on a full-barrier per k-block; the producer runs ahead.
+    fn barrier(&self, _plan: &Plan, cal: &Calibration) -> (BarrierKind, u32, f64) {
+        (BarrierKind::Mbarrier, 1, cal.mbarrier_wait_cycles)
+    }
+
+    fn load_round_trip_cycles(&self, hw: &Hardware) -> f64 {
+        hw.latencies.tma_round_trip_cycles.unwrap_or(0) as f64
+    }
+
+    /// The consumer warpgroups (the producer does no math).
+    fn warpgroups(&self, plan: &Plan) -> u32 {
+        plan.warps.consumer_warpgroups()
+    }
 }

@@ -1,0 +1,314 @@
+//! The backends: one module per kernel family, each owning everything particular to it.
+//!
+//! A backend says whether a target has its instructions and which specs it runs
+//! ([`BackendImpl::refusal`]), proposes plans ([`BackendImpl::propose`]), decides which plans are
+//! legal ([`BackendImpl::check`], the one source of that rule: the search keeps the proposals
+//! that pass it), lays out their shared memory, renders its `kernels/*.cu` template, and answers
+//! the questions the four model layers ask about its instructions (registers, fragment reads,
+//! barriers, latencies). [`of`] maps a [`Backend`] to its module; nothing else matches on one.
+//!
+//! Adding a backend is a module implementing [`BackendImpl`], its template, a [`Backend`]
+//! variant and its line in [`of`].
+
+mod simt;
+mod sm80;
+mod sm90;
+
+use crate::codegen::{epilogue, CodegenError, KernelArg};
+use crate::dtype::DType;
+use crate::hw::{BackendCalibration, Calibration, Hardware};
+use crate::model::sync::BarrierKind;
+use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, Tile, WarpLayout};
+use crate::spec::{KernelSpec, Operand};
+
+/// The module that implements `backend`.
+pub fn of(backend: Backend) -> &'static dyn BackendImpl {
+    match backend {
+        Backend::Sm90 => &sm90::Sm90,
+        Backend::Sm80 => &sm80::Sm80,
+        Backend::Simt => &simt::Simt,
+    }
+}
+
+/// What a backend's generator fills into its template, and how the kernel is launched.
+pub struct Rendering {
+    /// The template's file name (for error messages) and text.
+    pub template_name: &'static str,
+    pub template: &'static str,
+    /// `{{NAME}}` -> value; the shared entries (entry point, parameters, epilogue) are added by
+    /// [`crate::codegen::generate`].
+    pub values: Vec<(&'static str, String)>,
+    /// Plan-specific lines of the header comment.
+    pub described: Vec<String>,
+    /// Threads per block.
+    pub threads: u32,
+    /// Kernel parameters after the spec's own (sm90's tensor maps).
+    pub extra_args: Vec<KernelArg>,
+}
+
+/// Everything particular to one backend. The model layers, the search and codegen call these
+/// hooks instead of asking which backend a plan is.
+pub trait BackendImpl: Sync {
+    // --- The target and the spec ---
+
+    /// Whether the target has the instructions the backend is built on at all (an A100 has no
+    /// wgmma): reports leave out a backend the target lacks, which is no choice the user has there.
+    fn target_has(&self, hw: &Hardware) -> bool;
+
+    /// Why the backend has no plan space for the spec on its hardware (`None`: it has one),
+    /// naming what is missing. [`refusal`] adds the rule every backend shares.
+    fn refusal(&self, spec: &KernelSpec) -> Option<String>;
+
+    /// The backend's figures where a hardware file does not give them
+    /// (`calibration.backends.NAME`). An optional figure left `None` is one the backend does not
+    /// read, and a hardware file may not set it.
+    fn default_calibration(&self) -> BackendCalibration;
+
+    /// Whether DeepGEMM generates kernels for it; a backend without a generator yet is predicted
+    /// (the report says what it would give) but its plans are never returned.
+    fn has_generator(&self) -> bool {
+        true
+    }
+
+    // --- The plan space ---
+
+    /// The plans to consider for `spec`, in a fixed order; the search keeps those [`check`]
+    /// accepts, so a proposal need not be legal.
+    ///
+    /// [`check`]: BackendImpl::check
+    fn propose(&self, spec: &KernelSpec) -> Vec<Plan>;
+
+    /// How the epilogue of the backend's kernel for `spec` gets results to memory.
+    fn epilogue_strategy(&self, _spec: &KernelSpec) -> EpilogueStrategy {
+        EpilogueStrategy::Direct
+    }
+
+    /// The shared-memory layout for this spec, tile and thread layout: the search, the model and
+    /// the kernel read it from the plan, so they agree on every byte.
+    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout;
+
+    /// Whether the generator renders `plan` for `spec`, after the checks every backend shares
+    /// ([`crate::codegen::check_supported`]); the error names the first reason it cannot.
+    fn check(&self, spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError>;
+
+    // --- Code generation ---
+
+    /// The template and its values for a checked plan.
+    fn render(&self, spec: &KernelSpec, plan: &Plan) -> Result<Rendering, CodegenError>;
+
+    /// The alignment in bytes the kernel's global copies need of `operand`'s pointer and leading
+    /// dimension.
+    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32;
+
+    // --- The model's questions ---
+
+    /// Whether the math runs on tensor cores (the `use_tensor_cores` observable).
+    fn uses_tensor_cores(&self) -> bool;
+
+    /// The math instruction's dtype for inputs of `input`.
+    fn math_dtype(&self, input: DType) -> DType;
+
+    /// Registers per math thread that hold A/B fragments (`accumulators`: its result registers).
+    fn fragment_registers(&self, plan: &Plan, accumulators: u32, input_bytes: u32) -> u32;
+
+    /// Whether the epilogue's temporaries reuse the fragment registers (dead by then) instead of
+    /// adding to them.
+    fn epilogue_reuses_fragments(&self, _input_bytes: u32) -> bool {
+        false
+    }
+
+    /// Global -> shared copies one thread issues per stage, each holding registers.
+    fn copies_per_thread(&self, _plan: &Plan, _input_bytes: u32) -> u32 {
+        0
+    }
+
+    /// The most registers one math thread of `plan` may use.
+    fn register_cap(&self, _plan: &Plan, hw: &Hardware) -> u32 {
+        hw.max_regs_per_thread
+    }
+
+    /// Shared-memory bytes the block's threads read per k-block to feed the math instructions
+    /// (`a_bytes`, `b_bytes`: element sizes).
+    fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64;
+
+    /// The main loop's barrier: its kind, how many per k-block and the cost of one, cycles.
+    fn barrier(&self, plan: &Plan, cal: &Calibration) -> (BarrierKind, u32, f64);
+
+    /// Cycles the load path adds to each stage's round trip on top of the memory latency.
+    fn load_round_trip_cycles(&self, _hw: &Hardware) -> f64 {
+        0.0
+    }
+
+    /// The `WARPGROUPS` tile variable: warpgroups that do the math.
+    fn warpgroups(&self, plan: &Plan) -> u32 {
+        plan.warps.threads.div_ceil(128)
+    }
+}
+
+/// The backends with a generator, in [`Backend::ALL`] order.
+pub fn generated_backends() -> Vec<Backend> {
+    Backend::ALL
+        .into_iter()
+        .filter(|&b| of(b).has_generator())
+        .collect()
+}
+
+/// Why `backend` has no plan space for the spec on its hardware (`None`: it has one): the
+/// backend's own reason, or a hardware file that lists no rate for its math.
+pub fn refusal(spec: &KernelSpec, backend: Backend) -> Option<String> {
+    of(backend).refusal(spec).or_else(|| {
+        let hw = &spec.hardware;
+        let math = of(backend).math_dtype(spec.a().dtype);
+        hw.mma_rate(math, backend).is_none().then(|| {
+            format!(
+                "{} lists no {math} rate for {backend} in its hardware model",
+                hw.name
+            )
+        })
+    })
+}
+
+/// Whether `backend` runs the spec's dtypes on its hardware.
+pub fn runs(spec: &KernelSpec, backend: Backend) -> bool {
+    refusal(spec, backend).is_none()
+}
+
+/// The plans the search considers for `backend`: its proposals, none when it cannot run the spec.
+pub fn proposals(spec: &KernelSpec, backend: Backend) -> Vec<Plan> {
+    if runs(spec, backend) {
+        of(backend).propose(spec)
+    } else {
+        Vec::new()
+    }
+}
+
+/// A plan of one stage, row-order rasterization and no split or cluster, with the layout
+/// `backend` gives it; proposers vary it with [`push_variants`].
+fn base_plan(
+    spec: &KernelSpec,
+    backend: Backend,
+    tile: Tile,
+    warps: WarpLayout,
+    settings: PlanSettings,
+) -> Plan {
+    Plan {
+        backend,
+        tile,
+        warps,
+        stages: 1,
+        cluster_m: 1,
+        cluster_n: 1,
+        raster: crate::plan::Raster { group_m: 1 },
+        split_k: 1,
+        persistent: settings.persistent,
+        smem: of(backend).smem_layout(spec, tile, &warps),
+        epilogue: settings.epilogue,
+        operands: settings.operands,
+    }
+}
+
+/// What a backend fixes in every plan it proposes.
+struct PlanSettings {
+    persistent: bool,
+    epilogue: EpilogueStrategy,
+    operands: crate::plan::OperandPath,
+}
+
+/// Adds one plan per stage count in `stages` and per rasterization group.
+fn push_variants(out: &mut Vec<Plan>, base: Plan, stages: impl Iterator<Item = u32>) {
+    for s in stages {
+        for group_m in [1, 8] {
+            let mut plan = base.clone();
+            plan.stages = s;
+            plan.raster.group_m = group_m;
+            out.push(plan);
+        }
+    }
+}
+
+/// The alignment of the tensor-core kernels: A and B at the plan's copy width, the other
+/// operands at their element size.
+fn copy_alignment(plan: &Plan, operand: &Operand) -> u32 {
+    match operand.role {
+        crate::spec::Role::A => plan.operands.a_copy_bytes,
+        crate::spec::Role::B => plan.operands.b_copy_bytes,
+        _ => operand.dtype.size_bytes(),
+    }
+}
+
+/// Fragment reads of the warp-tiled kernels: each warp (warpgroup) reads the A rows and B
+/// columns of its own sub-tile, so A is read once per warp column and B once per warp row.
+fn warp_fragment_read_bytes(plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
+    let t = plan.tile;
+    let (tm, tn, tk) = (t.m as f64, t.n as f64, t.k as f64);
+    let (wm, wn) = (plan.warps.warps_m as f64, plan.warps.warps_n as f64);
+    tk * (wn * tm * a_bytes + wm * tn * b_bytes)
+}
+
+fn unsupported(backend: Backend, reason: String) -> CodegenError {
+    CodegenError::Unsupported { backend, reason }
+}
+
+/// For the backends that launch one block per output tile and store from registers: clusters, a
+/// persistent grid and a staged epilogue are sm90 features.
+fn require_block_per_tile(backend: Backend, plan: &Plan) -> Result<(), CodegenError> {
+    if plan.cluster_m * plan.cluster_n != 1 || plan.persistent {
+        return Err(unsupported(
+            backend,
+            "clusters and persistent scheduling are sm90 features".to_string(),
+        ));
+    }
+    if plan.epilogue != EpilogueStrategy::Direct {
+        return Err(unsupported(
+            backend,
+            "only the direct (registers -> global) epilogue is implemented here".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// For the tensor-core backends: they accumulate in f32 and do not dequantize scaled inputs
+/// (`instruction` names the mma in the message).
+fn require_unscaled_f32_accumulation(
+    backend: Backend,
+    spec: &KernelSpec,
+    instruction: &str,
+) -> Result<(), CodegenError> {
+    if spec.accumulate != DType::F32 {
+        return Err(unsupported(
+            backend,
+            format!(
+                "accumulate {} is not supported ({instruction} accumulates in f32 here)",
+                spec.accumulate
+            ),
+        ));
+    }
+    let scales = [spec.a(), spec.b()].map(|o| epilogue::scales_of(spec, o));
+    if let Some(scale) = scales.iter().flatten().next() {
+        return Err(unsupported(
+            backend,
+            format!("scale operand `{}` needs the simt backend", scale.name),
+        ));
+    }
+    Ok(())
+}
+
+/// The refusal the tensor-core backends share: one input dtype for both operands
+/// (`mixed_fp8_ok`: except e4m3 x e5m2), and f32 inputs kept on the CUDA cores.
+fn tensor_core_dtype_refusal(spec: &KernelSpec, mixed_fp8_ok: bool) -> Option<String> {
+    let (a, b) = (spec.a().dtype, spec.b().dtype);
+    let fp8 = |d: DType| matches!(d, DType::E4m3 | DType::E5m2);
+    if a != b && !(mixed_fp8_ok && fp8(a) && fp8(b)) {
+        return Some(format!(
+            "A is {a} and B is {b}; tensor-core plans take one input dtype (sm90 also takes \
+             e4m3 x e5m2)"
+        ));
+    }
+    // The tensor cores' f32 sums truncate (see the sm80 `check`): f32 inputs are computed on
+    // the CUDA cores, `tf32` ones on the tensor cores.
+    (a == DType::F32).then(|| {
+        "f32 inputs are computed on CUDA cores (simt) to keep f32 accuracy; declare them `tf32` \
+         for tensor cores at tf32 precision"
+            .to_string()
+    })
+}
