@@ -565,7 +565,7 @@ fn compile_writes_a_bundle_that_inspect_describes() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     for needle in [
-        "DeepGEMM bundle, format 1",
+        "DeepGEMM bundle, format 2",
         "sm_90a",
         "kernel linear",
         "param  alpha = 1",
@@ -584,7 +584,7 @@ fn compile_writes_a_bundle_that_inspect_describes() {
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(json["format_version"], 1);
+    assert_eq!(json["format_version"], 2);
     assert!(json["kernels"][0]["variants"][0]["kernel"]
         .get("source")
         .is_none());

@@ -20,7 +20,7 @@ use crate::nvrtc::{Compiled, Resources};
 use crate::pitch_copy::PitchCopy;
 use crate::tensor_map;
 use cudarc::driver::{result, sys};
-use deepgemm::codegen::{GeneratedKernel, KernelArg, TensorMapArg, WorkspaceRule};
+use deepgemm::codegen::{GeneratedKernel, KernelArg, TensorMapArg};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Shape;
 use deepgemm::reference::{operand_geometry, Geometry};
@@ -392,11 +392,12 @@ pub struct Prepared<'k> {
     /// The copy kernel of input repacks (cuMemcpy2D copies outputs back: their destination is
     /// the caller's misaligned buffer).
     pitch_copy: Option<Arc<PitchCopy>>,
-    workspace: Option<Scratch>,
-    /// Bytes of the workspace zeroed before each launch (offset, length).
-    workspace_zero: Option<(u64, usize)>,
-    /// Amax outputs (address, bytes), zeroed before each launch: the kernel adds its maxima in.
-    amax_zero: Vec<(sys::CUdeviceptr, usize)>,
+    /// Held as long as the launch can be enqueued (an owned buffer is freed with it); the kernel
+    /// finds its address among `values`.
+    _workspace: Option<Scratch>,
+    /// Memory zeroed before each launch (address, bytes): amax outputs, into which the kernel
+    /// adds its maxima, and the workspace regions that ask for it.
+    zeroed: Vec<(sys::CUdeviceptr, usize)>,
 }
 
 fn invalid(operand: &str, problem: String) -> CudaError {
@@ -471,7 +472,7 @@ impl LoadedKernel {
         let mut bound_operands: Vec<(&str, sys::CUdeviceptr, DType, Geometry)> =
             Vec::with_capacity(kernel.args.len());
         let mut repacks = Vec::new();
-        let mut amax_zero = Vec::new();
+        let mut zeroed = Vec::new();
         for arg in &kernel.args {
             let KernelArg::Pointer(name) = arg else {
                 continue;
@@ -510,7 +511,7 @@ impl LoadedKernel {
             if aligned {
                 bound_operands.push((name, bound.ptr, bound.dtype, bound.geometry));
                 if let Some(bytes) = amax_bytes {
-                    amax_zero.push((bound.ptr, bytes));
+                    zeroed.push((bound.ptr, bytes));
                 }
                 continue;
             }
@@ -554,7 +555,7 @@ impl LoadedKernel {
                 copy_out: spec_operand.direction == Direction::Output,
             });
             if let Some(bytes) = amax_bytes {
-                amax_zero.push((buffer_ptr, bytes));
+                zeroed.push((buffer_ptr, bytes));
             }
         }
 
@@ -570,13 +571,14 @@ impl LoadedKernel {
         } else {
             None
         };
-        let workspace_zero = match kernel.workspace {
-            WorkspaceRule::None => None,
-            WorkspaceRule::SplitK { split_k } => {
-                let counters = split_k as u64 * shape.m * shape.n * 4;
-                Some((counters, (workspace_bytes - counters) as usize))
+        if let Some(workspace) = &workspace {
+            for region in kernel.workspace.layout(shape, &kernel.grid) {
+                if region.zeroed {
+                    // Fits: the whole buffer's size passed `usize::try_from` above.
+                    zeroed.push((workspace.ptr() + region.offset, region.bytes as usize));
+                }
             }
-        };
+        }
 
         let mut values = Vec::with_capacity(kernel.args.len());
         for arg in &kernel.args {
@@ -625,9 +627,8 @@ impl LoadedKernel {
                 Some(resources.pitch_copy(gpu)?)
             },
             repacks,
-            workspace,
-            workspace_zero,
-            amax_zero,
+            _workspace: workspace,
+            zeroed,
         })
     }
 }
@@ -697,10 +698,7 @@ impl Prepared<'_> {
                 _ => gpu.copy_2d(copy)?,
             }
         }
-        if let (Some(workspace), Some((offset, len))) = (&self.workspace, self.workspace_zero) {
-            gpu.memset(workspace.ptr() + offset, 0, len)?;
-        }
-        for &(ptr, len) in &self.amax_zero {
+        for &(ptr, len) in &self.zeroed {
             gpu.memset(ptr, 0, len)?;
         }
         // The driver only reads through these pointers (it copies the values at launch), so

@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub const MAGIC: &[u8; 8] = b"DGMMBNDL";
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: per-backend calibration in the specs' hardware, workspaces as regions (version 1 files
+/// are refused with the message to rebuild).
+pub const FORMAT_VERSION: u32 = 2;
 const PREFIX_BYTES: usize = 20;
 
 /// Where a binary lies in the blob section, and its digest.

@@ -5,7 +5,8 @@ mod codegen_specs;
 
 use codegen_specs::{simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
 use deepgemm::codegen::{
-    check_supported, generate, CodegenError, KernelArg, TensorMapArg, WorkspaceRule,
+    check_supported, generate, CodegenError, GridRule, KernelArg, PlacedRegion, TensorMapArg,
+    Workspace,
 };
 use deepgemm::dtype::DType;
 use deepgemm::plan::Shape;
@@ -61,6 +62,45 @@ fn arguments_follow_the_abi_order() {
     assert_eq!(kernel.entry, "deepgemm_gemm_v3");
 }
 
+/// Split-K's workspace, as the metadata declares it: the partial sums, then the tile counters at
+/// the next 256-byte boundary, zeroed before each launch; a shape too large saturates instead of
+/// wrapping to a small buffer.
+#[test]
+fn split_k_workspace_regions() {
+    let grid = GridRule {
+        tile_m: 128,
+        tile_n: 128,
+        split_k: 3,
+        persistent: false,
+        cluster: 1,
+    };
+    let workspace = Workspace::split_k(3);
+    let shape = Shape::new(100, 300, 512);
+    let partials = 3 * 100 * 300 * 4;
+    assert_eq!(
+        workspace.layout(shape, &grid),
+        vec![
+            PlacedRegion {
+                offset: 0,
+                bytes: partials,
+                zeroed: false,
+            },
+            PlacedRegion {
+                offset: partials.next_multiple_of(256),
+                bytes: 3 * 4, // 1 x 3 tiles of 128 x 128
+                zeroed: true,
+            },
+        ]
+    );
+    assert_eq!(
+        workspace.bytes(shape, &grid),
+        partials.next_multiple_of(256) + 12
+    );
+    let huge = Shape::new(1 << 31, 1 << 31, 1);
+    assert_eq!(workspace.bytes(huge, &grid), u64::MAX);
+    assert_eq!(Workspace::default().bytes(shape, &grid), 0);
+}
+
 #[test]
 fn launch_metadata_follows_the_plan() {
     let s = spec(&SpecShape::default());
@@ -70,7 +110,7 @@ fn launch_metadata_follows_the_plan() {
     // bf16 rows are swizzled, not padded: 3 stages of (128 + 256) rows of 32 elements.
     assert_eq!(kernel.smem_bytes, 3 * (128 * 32 + 256 * 32) * 2);
     assert_eq!(kernel.arch, "sm_90a");
-    assert_eq!(kernel.workspace, WorkspaceRule::None);
+    assert!(kernel.workspace.is_empty());
     assert_eq!(
         kernel.grid.grid(Shape::new(4095, 4097, 4093), 132),
         (32 * 17, 1, 1)

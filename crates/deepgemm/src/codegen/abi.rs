@@ -5,7 +5,7 @@
 //! dimension of every matrix operand (A, B, C, D) in declaration order; M, N, K; every spec param
 //! (f32) in order; the workspace pointer when the plan needs one.
 
-use super::{KernelArg, WorkspaceRule};
+use super::{KernelArg, Workspace};
 use crate::dtype::DType;
 use crate::spec::{Direction, KernelSpec, Operand, Role, ShapeSym};
 
@@ -46,7 +46,7 @@ pub(crate) fn is_matrix(operand: &Operand) -> bool {
     matches!(operand.role, Role::A | Role::B | Role::C | Role::D)
 }
 
-pub(crate) fn kernel_args(spec: &KernelSpec, workspace: WorkspaceRule) -> Vec<KernelArg> {
+pub(crate) fn kernel_args(spec: &KernelSpec, workspace: &Workspace) -> Vec<KernelArg> {
     let mut args: Vec<KernelArg> = spec
         .operands
         .iter()
@@ -60,7 +60,7 @@ pub(crate) fn kernel_args(spec: &KernelSpec, workspace: WorkspaceRule) -> Vec<Ke
     );
     args.extend([ShapeSym::M, ShapeSym::N, ShapeSym::K].map(KernelArg::Extent));
     args.extend(spec.params.iter().map(|p| KernelArg::Param(p.name.clone())));
-    if workspace != WorkspaceRule::None {
+    if !workspace.is_empty() {
         args.push(KernelArg::Workspace);
     }
     args

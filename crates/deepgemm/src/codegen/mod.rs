@@ -33,7 +33,7 @@ pub struct GeneratedKernel {
     pub smem_bytes: u32,
     pub grid: GridRule,
     /// Scratch memory the launcher must provide through `KernelArg::Workspace`.
-    pub workspace: WorkspaceRule,
+    pub workspace: Workspace,
     /// Global copies need every operand pointer and leading dimension (in bytes) aligned to this
     /// many bytes per operand name; the launcher repacks operands that are not (see `Plan`).
     pub alignment: Vec<(String, u32)>,
@@ -121,26 +121,111 @@ impl GridRule {
     }
 }
 
-/// Scratch memory a kernel needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkspaceRule {
-    None,
-    /// `split_k` f32 partial tiles of M x N, plus one u32 counter per output tile; the launcher
-    /// zeroes the counters before each launch.
-    SplitK {
-        split_k: u32,
-    },
+/// Scratch memory a kernel needs: consecutive regions of one buffer, each sized from the shape
+/// and starting at a multiple of [`Workspace::REGION_ALIGN`] bytes, some zeroed before every
+/// launch. The kernel takes one `workspace` pointer (a [`KernelArg::Workspace`]) and finds each
+/// region at the offset [`Workspace::layout`] gives; the launcher allocates [`Workspace::bytes`]
+/// and zeroes the regions that ask for it, on the launch's stream.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Workspace {
+    pub regions: Vec<WorkspaceRegion>,
 }
 
-impl WorkspaceRule {
-    pub fn bytes(&self, shape: Shape, grid: &GridRule) -> u64 {
-        match *self {
-            WorkspaceRule::None => 0,
-            WorkspaceRule::SplitK { split_k } => {
-                split_k as u64 * shape.m * shape.n * 4 + grid.tiles(shape) * 4
-            }
+/// One region of a [`Workspace`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRegion {
+    /// What it holds, for messages and readers of the metadata (`partials`, `tile_counters`).
+    pub name: String,
+    pub size: RegionSize,
+    /// Zeroed before every launch (the kernel counts into it).
+    pub zeroed: bool,
+}
+
+/// How a region's size follows from the shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegionSize {
+    /// `bytes` per element of the M x N output, `copies` times over.
+    PerOutputElement { bytes: u32, copies: u32 },
+    /// `bytes` per output tile of the kernel's grid rule.
+    PerTile { bytes: u32 },
+}
+
+/// A region placed in the buffer at one shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedRegion {
+    pub offset: u64,
+    pub bytes: u64,
+    pub zeroed: bool,
+}
+
+impl Workspace {
+    /// Where each region starts: a multiple of this many bytes (what a 16-byte vector access and
+    /// the driver's memset want, with room to spare).
+    pub const REGION_ALIGN: u64 = 256;
+
+    /// Split-K's layout, declared once for every backend that splits K: `split_k` f32 partial
+    /// sums of the M x N output, then one u32 arrival counter per output tile, zeroed before
+    /// each launch (the last block of a tile to arrive reduces it).
+    pub fn split_k(split_k: u32) -> Workspace {
+        Workspace {
+            regions: vec![
+                WorkspaceRegion {
+                    name: "partials".into(),
+                    size: RegionSize::PerOutputElement {
+                        bytes: 4,
+                        copies: split_k,
+                    },
+                    zeroed: false,
+                },
+                WorkspaceRegion {
+                    name: "tile_counters".into(),
+                    size: RegionSize::PerTile { bytes: 4 },
+                    zeroed: true,
+                },
+            ],
         }
+    }
+
+    /// Whether the kernel takes a workspace at all.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// Each region's offset and size at `shape`. Sizes saturate instead of wrapping: a shape
+    /// too large to address is refused by the launcher, which cannot allocate `u64::MAX` bytes.
+    pub fn layout(&self, shape: Shape, grid: &GridRule) -> Vec<PlacedRegion> {
+        let mut offset = 0u64;
+        self.regions
+            .iter()
+            .map(|region| {
+                let bytes = match region.size {
+                    RegionSize::PerOutputElement { bytes, copies } => (shape.m)
+                        .saturating_mul(shape.n)
+                        .saturating_mul(bytes as u64)
+                        .saturating_mul(copies as u64),
+                    RegionSize::PerTile { bytes } => grid.tiles(shape).saturating_mul(bytes as u64),
+                };
+                let placed = PlacedRegion {
+                    offset,
+                    bytes,
+                    zeroed: region.zeroed,
+                };
+                offset = offset
+                    .saturating_add(bytes)
+                    .saturating_add(Self::REGION_ALIGN - 1)
+                    / Self::REGION_ALIGN
+                    * Self::REGION_ALIGN;
+                placed
+            })
+            .collect()
+    }
+
+    /// Bytes of the whole buffer at `shape`.
+    pub fn bytes(&self, shape: Shape, grid: &GridRule) -> u64 {
+        self.layout(shape, grid)
+            .last()
+            .map_or(0, |r| r.offset.saturating_add(r.bytes))
     }
 }
 
@@ -216,8 +301,9 @@ pub fn generate(
     variant_name: &str,
 ) -> Result<GeneratedKernel, CodegenError> {
     check_supported(spec, plan)?;
-    let workspace = WorkspaceRule::None;
-    let mut args = abi::kernel_args(spec, workspace);
+    // No backend splits K yet: the kernels take no workspace.
+    let workspace = Workspace::default();
+    let mut args = abi::kernel_args(spec, &workspace);
     let entry = format!(
         "deepgemm_{}_{}",
         abi::ident(&spec.name),
