@@ -51,38 +51,81 @@ pub struct Tile {
     pub k: u32,
 }
 
-/// How the block's threads split the tile.
+/// How a block's threads split the work, in each backend's own terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct WarpLayout {
-    /// sm80/simt: warps along M and N, each owning a (tile.m / warps_m) x (tile.n / warps_n)
-    /// sub-tile. sm90: the consumer warpgroups that split one tile, along M and N (see
-    /// [`WarpLayout::pingpong`]).
-    pub warps_m: u32,
-    pub warps_n: u32,
-    /// sm90 only: a dedicated producer warpgroup issues TMA (0 or 1).
-    pub producer_warpgroups: u32,
-    /// Threads per block, producers included.
-    pub threads: u32,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ThreadLayout {
+    /// sm80: `m x n` warps, each computing a (tile.m / m) x (tile.n / n) warp tile with
+    /// mma.sync.
+    Warps { m: u32, n: u32 },
+    /// sm90: one producer warpgroup that issues the TMA loads, and `consumers` warpgroups that do
+    /// the math. `split_m` consumers share each tile (cooperative: each takes tile.m / split_m
+    /// rows); when there are more consumers than that, each group takes whole tiles in turn
+    /// (ping-pong).
+    Warpgroups { consumers: u32, split_m: u32 },
+    /// simt: `count` threads, each computing an equal share of the tile with FFMA.
+    Threads { count: u32 },
 }
 
-impl WarpLayout {
-    /// sm90: the warpgroups that do the math (all but the producers).
-    pub fn consumer_warpgroups(&self) -> u32 {
-        (self.threads / 128).saturating_sub(self.producer_warpgroups)
+impl ThreadLayout {
+    /// Threads per block, producers included.
+    pub fn threads(&self) -> u32 {
+        match *self {
+            ThreadLayout::Warps { m, n } => 32 * m * n,
+            ThreadLayout::Warpgroups { consumers, .. } => 128 * (consumers + 1),
+            ThreadLayout::Threads { count } => count,
+        }
     }
 
-    /// sm90 ping-pong: there are more consumers than split one tile (`warps_m x warps_n`), so
-    /// each computes whole tiles and they take turns; otherwise they cooperate on every tile.
-    pub fn pingpong(&self) -> bool {
-        self.producer_warpgroups > 0 && self.consumer_warpgroups() > self.warps_m * self.warps_n
+    /// Threads that do the math (all but a producer).
+    pub fn math_threads(&self) -> u32 {
+        match *self {
+            ThreadLayout::Warpgroups { consumers, .. } => 128 * consumers,
+            _ => self.threads(),
+        }
     }
 
     /// Threads that hold one tile's accumulators.
     pub fn tile_threads(&self) -> u32 {
-        if self.producer_warpgroups > 0 {
-            128 * self.warps_m * self.warps_n
-        } else {
-            self.threads
+        match *self {
+            ThreadLayout::Warpgroups { split_m, .. } => 128 * split_m,
+            _ => self.threads(),
+        }
+    }
+
+    /// Whether a producer warpgroup feeds the math threads (and waits on mbarriers for it).
+    pub fn has_producer(&self) -> bool {
+        matches!(self, ThreadLayout::Warpgroups { .. })
+    }
+
+    /// sm90 ping-pong: more consumers than share one tile, so each takes whole tiles in turn;
+    /// otherwise they cooperate on every tile.
+    pub fn pingpong(&self) -> bool {
+        matches!(*self, ThreadLayout::Warpgroups { consumers, split_m } if consumers > split_m)
+    }
+
+    /// The math threads' grid over the tile, (along M, along N): warps for sm80, consumer
+    /// warpgroups for sm90, one thread block's worth for simt.
+    pub fn tile_split(&self) -> (u32, u32) {
+        match *self {
+            ThreadLayout::Warps { m, n } => (m, n),
+            ThreadLayout::Warpgroups { split_m, .. } => (split_m, 1),
+            ThreadLayout::Threads { .. } => (1, 1),
+        }
+    }
+}
+
+impl fmt::Display for ThreadLayout {
+    /// The plan label's part: `w2x4` (sm80 warps; sm90 consumers per tile along M, then 1, with
+    /// ` pp` for ping-pong), `t256` (simt threads).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ThreadLayout::Warps { m, n } => write!(f, "w{m}x{n}"),
+            ThreadLayout::Warpgroups { split_m, .. } if self.pingpong() => {
+                write!(f, "w{split_m}x1 pp")
+            }
+            ThreadLayout::Warpgroups { split_m, .. } => write!(f, "w{split_m}x1"),
+            ThreadLayout::Threads { count } => write!(f, "t{count}"),
         }
     }
 }
@@ -157,10 +200,11 @@ pub struct OperandPath {
 
 /// A complete kernel plan.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "PlanRecord")]
 pub struct Plan {
     pub backend: Backend,
     pub tile: Tile,
-    pub warps: WarpLayout,
+    pub threads: ThreadLayout,
     pub stages: u32,
     /// Blocks per cluster along M and N (1x1 = no cluster).
     pub cluster_m: u32,
@@ -175,6 +219,65 @@ pub struct Plan {
     pub operands: OperandPath,
 }
 
+/// A plan as JSON holds it: today's, or one recorded before the thread layout had a type of
+/// its own (`tune --json` records, which `tune --replay` re-judges), whose `warps` object
+/// (`warps_m`, `warps_n`, `producer_warpgroups`, `threads`) meant warps, warpgroups or threads
+/// by backend.
+#[derive(Deserialize)]
+struct PlanRecord {
+    backend: Backend,
+    tile: Tile,
+    #[serde(default)]
+    threads: Option<ThreadLayout>,
+    #[serde(default)]
+    warps: Option<RecordedWarps>,
+    stages: u32,
+    cluster_m: u32,
+    cluster_n: u32,
+    raster: Raster,
+    split_k: u32,
+    persistent: bool,
+    smem: SmemLayout,
+    epilogue: EpilogueStrategy,
+    operands: OperandPath,
+}
+
+/// The thread layout of a plan recorded before it had a type: each backend reads it its own way
+/// (`BackendImpl::recorded_threads`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct RecordedWarps {
+    pub warps_m: u32,
+    pub warps_n: u32,
+    pub producer_warpgroups: u32,
+    pub threads: u32,
+}
+
+impl TryFrom<PlanRecord> for Plan {
+    type Error = String;
+
+    fn try_from(r: PlanRecord) -> Result<Plan, String> {
+        let threads = match (r.threads, r.warps) {
+            (Some(threads), _) => threads,
+            (None, Some(warps)) => crate::backend::of(r.backend).recorded_threads(warps),
+            (None, None) => return Err("missing field `threads`".to_string()),
+        };
+        Ok(Plan {
+            backend: r.backend,
+            tile: r.tile,
+            threads,
+            stages: r.stages,
+            cluster_m: r.cluster_m,
+            cluster_n: r.cluster_n,
+            raster: r.raster,
+            split_k: r.split_k,
+            persistent: r.persistent,
+            smem: r.smem,
+            epilogue: r.epilogue,
+            operands: r.operands,
+        })
+    }
+}
+
 impl Plan {
     pub fn smem_bytes(&self) -> u32 {
         self.smem.total_bytes(self.stages)
@@ -183,18 +286,9 @@ impl Plan {
     /// A short human name, e.g. `sm80 128x128x32 s4 w2x4 g8`.
     pub fn label(&self) -> String {
         let mut s = format!(
-            "{} {}x{}x{} s{} w{}x{}",
-            self.backend,
-            self.tile.m,
-            self.tile.n,
-            self.tile.k,
-            self.stages,
-            self.warps.warps_m,
-            self.warps.warps_n
+            "{} {}x{}x{} s{} {}",
+            self.backend, self.tile.m, self.tile.n, self.tile.k, self.stages, self.threads
         );
-        if self.warps.pingpong() {
-            s += " pp";
-        }
         if self.cluster_m * self.cluster_n > 1 {
             s += &format!(" c{}x{}", self.cluster_m, self.cluster_n);
         }

@@ -21,7 +21,11 @@ fn plan(spec: &KernelSpec, backend: Backend, tile: (u32, u32), stages: u32) -> P
                 && p.stages == stages
                 && p.cluster_m == 1
                 && p.raster.group_m == 1
-                && p.warps.warps_m * p.warps.warps_n == if backend == Backend::Sm80 { 8 } else { 2 }
+                && {
+                    // 8 warps (sm80), 2 consumers sharing each tile (sm90).
+                    let (m, n) = p.threads.tile_split();
+                    m * n == if backend == Backend::Sm80 { 8 } else { 2 }
+                }
         })
         .unwrap_or_else(|| panic!("{backend} {tile:?} s{stages} is in the space"))
 }

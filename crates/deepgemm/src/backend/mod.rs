@@ -18,7 +18,7 @@ use crate::codegen::{epilogue, CodegenError, KernelArg};
 use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
-use crate::plan::{Backend, EpilogueStrategy, Plan, SmemLayout, Tile, WarpLayout};
+use crate::plan::{Backend, EpilogueStrategy, Plan, RecordedWarps, SmemLayout, ThreadLayout, Tile};
 use crate::spec::{KernelSpec, Operand};
 
 /// The module that implements `backend`.
@@ -40,8 +40,6 @@ pub struct Rendering {
     pub values: Vec<(&'static str, String)>,
     /// Plan-specific lines of the header comment.
     pub described: Vec<String>,
-    /// Threads per block.
-    pub threads: u32,
     /// Kernel parameters after the spec's own (sm90's tensor maps).
     pub extra_args: Vec<KernelArg>,
 }
@@ -83,9 +81,13 @@ pub trait BackendImpl: Sync {
         EpilogueStrategy::Direct
     }
 
+    /// This backend's thread layout in a plan recorded before layouts had a type (a `tune
+    /// --json` record that `tune --replay` reads).
+    fn recorded_threads(&self, warps: RecordedWarps) -> ThreadLayout;
+
     /// The shared-memory layout for this spec, tile and thread layout: the search, the model and
     /// the kernel read it from the plan, so they agree on every byte.
-    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout;
+    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout;
 
     /// Whether the generator renders `plan` for `spec`, after the checks every backend shares
     /// ([`crate::codegen::check_supported`]); the error names the first reason it cannot.
@@ -141,7 +143,7 @@ pub trait BackendImpl: Sync {
 
     /// The `WARPGROUPS` tile variable: warpgroups that do the math.
     fn warpgroups(&self, plan: &Plan) -> u32 {
-        plan.warps.threads.div_ceil(128)
+        plan.threads.threads().div_ceil(128)
     }
 }
 
@@ -188,20 +190,20 @@ fn base_plan(
     spec: &KernelSpec,
     backend: Backend,
     tile: Tile,
-    warps: WarpLayout,
+    threads: ThreadLayout,
     settings: PlanSettings,
 ) -> Plan {
     Plan {
         backend,
         tile,
-        warps,
+        threads,
         stages: 1,
         cluster_m: 1,
         cluster_n: 1,
         raster: crate::plan::Raster { group_m: 1 },
         split_k: 1,
         persistent: settings.persistent,
-        smem: of(backend).smem_layout(spec, tile, &warps),
+        smem: of(backend).smem_layout(spec, tile, &threads),
         epilogue: settings.epilogue,
         operands: settings.operands,
     }
@@ -241,7 +243,8 @@ fn copy_alignment(plan: &Plan, operand: &Operand) -> u32 {
 fn warp_fragment_read_bytes(plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
     let t = plan.tile;
     let (tm, tn, tk) = (t.m as f64, t.n as f64, t.k as f64);
-    let (wm, wn) = (plan.warps.warps_m as f64, plan.warps.warps_n as f64);
+    let (wm, wn) = plan.threads.tile_split();
+    let (wm, wn) = (wm as f64, wn as f64);
     tk * (wn * tm * a_bytes + wm * tn * b_bytes)
 }
 

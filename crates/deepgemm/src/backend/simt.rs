@@ -12,7 +12,8 @@ use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{
-    Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
+    Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, SmemSwizzle,
+    ThreadLayout, Tile,
 };
 use crate::spec::{KernelSpec, Layout, Operand};
 
@@ -65,10 +66,10 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
         }
     }
     let tile = plan.tile;
-    if plan.warps.threads != THREADS {
+    if plan.threads != (ThreadLayout::Threads { count: THREADS }) {
         return Err(fail(format!(
-            "the kernel runs {THREADS} threads, the plan says {}",
-            plan.warps.threads
+            "the kernel runs {THREADS} threads, the plan says {:?}",
+            plan.threads
         )));
     }
     if !tile.m.is_multiple_of(16) || !tile.n.is_multiple_of(16) {
@@ -174,12 +175,7 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
 /// or two stages.
 fn propose(spec: &KernelSpec) -> Vec<Plan> {
     const SIZES: [u32; 4] = [16, 32, 64, 128];
-    let warps = WarpLayout {
-        warps_m: 2,
-        warps_n: 4,
-        producer_warpgroups: 0,
-        threads: THREADS,
-    };
+    let threads = ThreadLayout::Threads { count: THREADS };
     let mut out = Vec::new();
     for tm in SIZES {
         for tn in SIZES {
@@ -199,7 +195,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                     n: tn,
                     k: tk,
                 };
-                let base = base_plan(spec, Backend::Simt, tile, warps, settings);
+                let base = base_plan(spec, Backend::Simt, tile, threads, settings);
                 push_variants(&mut out, base, 1..=2);
             }
         }
@@ -233,7 +229,14 @@ impl BackendImpl for Simt {
         propose(spec)
     }
 
-    fn smem_layout(&self, _spec: &KernelSpec, tile: Tile, _warps: &WarpLayout) -> SmemLayout {
+    /// The threads; the recorded `warps_m x warps_n` (always 2x4) meant nothing to the kernel.
+    fn recorded_threads(&self, warps: RecordedWarps) -> ThreadLayout {
+        ThreadLayout::Threads {
+            count: warps.threads,
+        }
+    }
+
+    fn smem_layout(&self, _spec: &KernelSpec, tile: Tile, _threads: &ThreadLayout) -> SmemLayout {
         SmemLayout {
             a_stage_bytes: tile.k * (tile.m + PAD_ELEMS) * 4,
             b_stage_bytes: tile.k * (tile.n + PAD_ELEMS) * 4,
@@ -256,7 +259,6 @@ impl BackendImpl for Simt {
             template: TEMPLATE,
             values: values(spec, plan),
             described: describe(spec, plan),
-            threads: THREADS,
             extra_args: Vec::new(),
         })
     }
@@ -284,8 +286,9 @@ impl BackendImpl for Simt {
     fn fragment_read_bytes(&self, plan: &Plan, _a_bytes: f64, _b_bytes: f64) -> f64 {
         let t = plan.tile;
         let (tm, tn, tk) = (t.m as f64, t.n as f64, t.k as f64);
-        let acc = tm * tn / plan.warps.threads.max(1) as f64;
-        plan.warps.threads as f64 * tk * 2.0 * acc.sqrt() * 4.0
+        let threads = plan.threads.threads().max(1) as f64;
+        let acc = tm * tn / threads;
+        threads * tk * 2.0 * acc.sqrt() * 4.0
     }
 
     /// Two `__syncthreads` per k-block with one stage (before and after the load), one with two

@@ -10,7 +10,8 @@ use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{
-    Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
+    Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, SmemSwizzle,
+    ThreadLayout, Tile,
 };
 use crate::spec::{KernelSpec, Layout, Operand};
 
@@ -134,31 +135,35 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     }
     require_unscaled_f32_accumulation(Backend::Sm80, spec, "mma.sync")?;
 
-    let (tile, warps) = (plan.tile, plan.warps);
-    if warps.producer_warpgroups != 0 {
-        return Err(fail("producer warpgroups are an sm90 feature".to_string()));
-    }
-    if warps.warps_m == 0
-        || warps.warps_n == 0
-        || warps.threads != warps.warps_m * warps.warps_n * 32
-    {
+    let tile = plan.tile;
+    let ThreadLayout::Warps {
+        m: warps_m,
+        n: warps_n,
+    } = plan.threads
+    else {
         return Err(fail(format!(
-            "threads ({}) must be 32 x warps_m ({}) x warps_n ({})",
-            warps.threads, warps.warps_m, warps.warps_n
+            "the kernel's threads are warps along M and N, not {:?}",
+            plan.threads
+        )));
+    };
+    if warps_m == 0 || warps_n == 0 {
+        return Err(fail(format!(
+            "{warps_m}x{warps_n} warps: at least one along each of M and N"
         )));
     }
-    if tile.m % (16 * warps.warps_m) != 0 || tile.n % (16 * warps.warps_n) != 0 {
+    let threads = plan.threads.threads();
+    if !tile.m.is_multiple_of(16 * warps_m) || !tile.n.is_multiple_of(16 * warps_n) {
         return Err(fail(format!(
             "tile {}x{} over {}x{} warps must give warp tiles that are multiples of 16",
-            tile.m, tile.n, warps.warps_m, warps.warps_n
+            tile.m, tile.n, warps_m, warps_n
         )));
     }
-    let accumulators = tile.m / warps.warps_m * tile.n / warps.warps_n / 32;
+    let accumulators = tile.m / warps_m * tile.n / warps_n / 32;
     if accumulators > MAX_ACCUMULATORS_PER_THREAD {
         return Err(fail(format!(
             "warp tile {}x{} needs {accumulators} accumulator registers per thread; at most {MAX_ACCUMULATORS_PER_THREAD}",
-            tile.m / warps.warps_m,
-            tile.n / warps.warps_n
+            tile.m / warps_m,
+            tile.n / warps_n
         )));
     }
     let k_step = mma_k(a.dtype);
@@ -224,12 +229,11 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
         let chunks_per_row = layout_cols / (bytes / elem);
         let even = layout_cols % (bytes / elem) == 0
             && chunks_per_row > 0
-            && warps.threads % chunks_per_row == 0
-            && layout_rows % (warps.threads / chunks_per_row) == 0;
+            && threads.is_multiple_of(chunks_per_row)
+            && layout_rows % (threads / chunks_per_row) == 0;
         if !even {
             return Err(fail(format!(
-                "the staged {name} tile ({layout_rows} rows of {layout_cols}) does not split into {bytes}-byte copies over {} threads",
-                warps.threads
+                "the staged {name} tile ({layout_rows} rows of {layout_cols}) does not split into {bytes}-byte copies over {threads} threads"
             )));
         }
     }
@@ -248,8 +252,8 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("TILE_N", plan.tile.n.to_string()),
         ("TILE_K", plan.tile.k.to_string()),
         ("STAGES", plan.stages.to_string()),
-        ("WARPS_M", plan.warps.warps_m.to_string()),
-        ("WARPS_N", plan.warps.warps_n.to_string()),
+        ("WARPS_M", plan.threads.tile_split().0.to_string()),
+        ("WARPS_N", plan.threads.tile_split().1.to_string()),
         ("GROUP_M", plan.raster.group_m.max(1).to_string()),
         ("A_ROW", (spec.a().layout == Layout::Row).to_string()),
         ("B_COL", (spec.b().layout == Layout::Col).to_string()),
@@ -269,7 +273,8 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
 
 /// Plan-specific lines of the header comment.
 fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
-    let (t, w) = (plan.tile, plan.warps);
+    let t = plan.tile;
+    let (warps_m, warps_n) = plan.threads.tile_split();
     let dtype = spec.a().dtype;
     let pad = pad_elems(dtype);
     let swizzled = is_swizzled(dtype);
@@ -306,13 +311,13 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
         ),
         format!(
             "threads: {} = {}x{} warps, warp tile {}x{} as {}x{} {}",
-            w.threads,
-            w.warps_m,
-            w.warps_n,
-            t.m / w.warps_m,
-            t.n / w.warps_n,
-            t.m / w.warps_m / 16,
-            t.n / w.warps_n / 8,
+            plan.threads.threads(),
+            warps_m,
+            warps_n,
+            t.m / warps_m,
+            t.n / warps_n,
+            t.m / warps_m / 16,
+            t.n / warps_n / 8,
             if is_tf32(dtype) {
                 "mma.m16n8k8 (tf32)"
             } else {
@@ -342,12 +347,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                     if tm / wm > MAX_WARP_TILE || tn / wn > MAX_WARP_TILE {
                         continue;
                     }
-                    let warps = WarpLayout {
-                        warps_m: wm,
-                        warps_n: wn,
-                        producer_warpgroups: 0,
-                        threads: 32 * wm * wn,
-                    };
+                    let threads = ThreadLayout::Warps { m: wm, n: wn };
                     let tile = Tile {
                         m: tm,
                         n: tn,
@@ -363,7 +363,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                             repack_misaligned: true,
                         },
                     };
-                    let base = base_plan(spec, Backend::Sm80, tile, warps, settings);
+                    let base = base_plan(spec, Backend::Sm80, tile, threads, settings);
                     push_variants(&mut out, base, 2..=6);
                 }
             }
@@ -413,7 +413,15 @@ impl BackendImpl for Sm80 {
         propose(spec)
     }
 
-    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, _warps: &WarpLayout) -> SmemLayout {
+    /// `warps_m x warps_n` warps, as recorded.
+    fn recorded_threads(&self, warps: RecordedWarps) -> ThreadLayout {
+        ThreadLayout::Warps {
+            m: warps.warps_m,
+            n: warps.warps_n,
+        }
+    }
+
+    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, _threads: &ThreadLayout) -> SmemLayout {
         smem_layout(spec, tile)
     }
 
@@ -427,7 +435,6 @@ impl BackendImpl for Sm80 {
             template: TEMPLATE,
             values: values(spec, plan),
             described: describe(spec, plan),
-            threads: plan.warps.threads,
             extra_args: Vec::new(),
         })
     }
@@ -448,8 +455,9 @@ impl BackendImpl for Sm80 {
     /// fragment 2 per 8 columns; two k-steps in flight.
     fn fragment_registers(&self, plan: &Plan, _accumulators: u32, _input_bytes: u32) -> u32 {
         let t = plan.tile;
-        let warp_m = t.m / plan.warps.warps_m.max(1);
-        let warp_n = t.n / plan.warps.warps_n.max(1);
+        let (warps_m, warps_n) = plan.threads.tile_split();
+        let warp_m = t.m / warps_m.max(1);
+        let warp_n = t.n / warps_n.max(1);
         2 * (warp_m.div_ceil(16) * 4 + warp_n.div_ceil(8) * 2)
     }
 
@@ -458,7 +466,7 @@ impl BackendImpl for Sm80 {
         let t = plan.tile;
         let copies = |rows: u32, copy_bytes: u32| rows * t.k * input_bytes / copy_bytes.max(1);
         (copies(t.m, plan.operands.a_copy_bytes) + copies(t.n, plan.operands.b_copy_bytes))
-            / plan.warps.threads.max(1)
+            / plan.threads.threads().max(1)
     }
 
     fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {

@@ -12,7 +12,8 @@ use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{
-    Backend, EpilogueStrategy, OperandPath, Plan, SmemLayout, SmemSwizzle, Tile, WarpLayout,
+    Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, SmemSwizzle,
+    ThreadLayout, Tile,
 };
 use crate::spec::{Dim, KernelSpec, Layout, Operand, Role, ShapeSym};
 
@@ -71,11 +72,16 @@ fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
     }
 }
 
+/// The warpgroups that do the math.
+fn consumer_warpgroups(threads: &ThreadLayout) -> u32 {
+    threads.math_threads() / 128
+}
+
 /// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding), then the
 /// barriers, then one staged-epilogue buffer per consumer warp, then the staged fp8 scales.
-fn smem_layout(spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout {
-    let consumers = warps.consumer_warpgroups();
-    let scale_bytes = match staged_scales(spec, tile.m / warps.warps_m.max(1), tile.n) {
+fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout {
+    let consumers = consumer_warpgroups(threads);
+    let scale_bytes = match staged_scales(spec, tile.m / threads.tile_split().0.max(1), tile.n) {
         Some(slots) => 4 * consumers * SCALE_SETS * slots.per_warp() * 4,
         None => 0,
     };
@@ -301,7 +307,7 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     } else {
         require_unscaled_f32_accumulation(Backend::Sm90, spec, "wgmma")?;
     }
-    let (tile, warps) = (plan.tile, plan.warps);
+    let tile = plan.tile;
     if tile.k * a.dtype.size_bytes() != TILE_K_BYTES {
         return Err(fail(format!(
             "TILE_K = {} must fill one 128-byte swizzle row ({} elements)",
@@ -309,37 +315,37 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
             TILE_K_BYTES / a.dtype.size_bytes()
         )));
     }
-    let consumers = warps.consumer_warpgroups();
-    let splitting = warps.warps_m;
-    if warps.producer_warpgroups != 1
-        || warps.warps_n != 1
-        || warps.threads % 128 != 0
-        || !(1..=2).contains(&consumers)
-        || !(splitting == 1 || splitting == consumers)
-    {
+    let schedule = match plan.threads {
+        ThreadLayout::Warpgroups { consumers, split_m }
+            if (1..=2).contains(&consumers) && (split_m == 1 || split_m == consumers) =>
+        {
+            Some(split_m)
+        }
+        _ => None,
+    };
+    let Some(splitting) = schedule else {
         return Err(fail(format!(
             "the kernel runs one producer and 1 or 2 consumer warpgroups, which split each tile \
-             along M (cooperative) or take whole tiles in turn (ping-pong); the plan has {}x{} \
-             consumers per tile, {} producers, {} threads",
-            warps.warps_m, warps.warps_n, warps.producer_warpgroups, warps.threads
+             along M (cooperative) or take whole tiles in turn (ping-pong); the plan has {:?}",
+            plan.threads
         )));
-    }
+    };
     let wg_m = tile.m / splitting;
-    if !tile.m.is_multiple_of(splitting) || wg_m % 64 != 0 || wg_m > 128 {
+    if !tile.m.is_multiple_of(splitting) || !wg_m.is_multiple_of(64) || wg_m > 128 {
         return Err(fail(format!(
             "TILE_M = {} over {splitting} consumer(s) must give 64 or 128 rows each (wgmma is \
              m64; more would not fit the accumulators)",
             tile.m
         )));
     }
-    if tile.n % 8 != 0 || tile.n == 0 || tile.n > 256 {
+    if !tile.n.is_multiple_of(8) || tile.n == 0 || tile.n > 256 {
         return Err(fail(format!(
             "TILE_N = {} must be a multiple of 8 up to 256 (wgmma n)",
             tile.n
         )));
     }
     let accumulators = accumulator_registers(spec, wg_m, tile.n);
-    let max_accumulators = max_accumulators(spec, warps.pingpong(), tile.n);
+    let max_accumulators = max_accumulators(spec, plan.threads.pingpong(), tile.n);
     if accumulators > max_accumulators {
         return Err(fail(format!(
             "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread{}; \
@@ -382,7 +388,7 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let b_share_ok = if is_k_major(spec, Role::B) {
         (tile.n / cluster).is_multiple_of(8)
     } else {
-        tile.n % (MN_BOX_ELEMS * cluster) == 0
+        tile.n.is_multiple_of(MN_BOX_ELEMS * cluster)
     };
     if !b_share_ok {
         return Err(fail(format!(
@@ -437,8 +443,12 @@ fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
 
 fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
     let input = spec.a().dtype;
-    let consumers = plan.warps.consumer_warpgroups();
-    let staged = staged_scales(spec, plan.tile.m / plan.warps.warps_m.max(1), plan.tile.n);
+    let consumers = consumer_warpgroups(&plan.threads);
+    let staged = staged_scales(
+        spec,
+        plan.tile.m / plan.threads.tile_split().0.max(1),
+        plan.tile.n,
+    );
     let b_scales = col_scales(spec, plan.tile.n);
     vec![
         ("TILE_M", plan.tile.m.to_string()),
@@ -446,7 +456,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("TILE_K", plan.tile.k.to_string()),
         ("STAGES", plan.stages.to_string()),
         ("CONSUMERS", consumers.to_string()),
-        ("PINGPONG", plan.warps.pingpong().to_string()),
+        ("PINGPONG", plan.threads.pingpong().to_string()),
         ("CLUSTER_M", plan.cluster_m.to_string()),
         ("GROUP_M", plan.raster.group_m.max(1).to_string()),
         ("A_KMAJOR", is_k_major(spec, Role::A).to_string()),
@@ -559,8 +569,8 @@ fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
 
 /// Plan-specific lines of the header comment.
 fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
-    let (t, consumers) = (plan.tile, plan.warps.consumer_warpgroups());
-    let rows_each = t.m / plan.warps.warps_m;
+    let (t, consumers) = (plan.tile, consumer_warpgroups(&plan.threads));
+    let rows_each = t.m / plan.threads.tile_split().0.max(1);
     let major = |role| {
         if is_k_major(spec, role) {
             "K-major"
@@ -595,10 +605,10 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
             "threads: {} = 1 producer warpgroup ({} registers) + {consumers} \
              consumer warpgroup(s) ({} registers), {}: {rows_each} rows each as {} \
              wgmma.m64n{}k{mma_k} per k{mma_k} step",
-            plan.warps.threads,
+            plan.threads.threads(),
             producer_registers(&spec.hardware),
             consumer_registers(consumers, &spec.hardware),
-            if plan.warps.pingpong() {
+            if plan.threads.pingpong() {
                 "ping-pong (whole tiles in turn; one's epilogue under the other's main loop)"
             } else {
                 "cooperative (splitting each tile)"
@@ -649,11 +659,9 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
     for tm in [64, 128, 256] {
         for tn in (8..=256).step_by(8) {
             for (consumers, splitting) in SCHEDULES {
-                let warps = WarpLayout {
-                    warps_m: splitting,
-                    warps_n: 1,
-                    producer_warpgroups: 1,
-                    threads: 128 * (1 + consumers),
+                let threads = ThreadLayout::Warpgroups {
+                    consumers,
+                    split_m: splitting,
                 };
                 for cluster_m in [1, 2] {
                     let tile = Tile {
@@ -661,7 +669,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                         n: tn,
                         k: tk,
                     };
-                    let mut base = base_plan(spec, Backend::Sm90, tile, warps, settings());
+                    let mut base = base_plan(spec, Backend::Sm90, tile, threads, settings());
                     base.cluster_m = cluster_m;
                     push_variants(&mut out, base, 2..=MAX_PROPOSED_STAGES);
                 }
@@ -705,8 +713,16 @@ impl BackendImpl for Sm90 {
         epilogue_strategy(spec)
     }
 
-    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, warps: &WarpLayout) -> SmemLayout {
-        smem_layout(spec, tile, warps)
+    /// `warps_m` consumers per tile, the block's warpgroups but the producer's in all.
+    fn recorded_threads(&self, warps: RecordedWarps) -> ThreadLayout {
+        ThreadLayout::Warpgroups {
+            consumers: (warps.threads / 128).saturating_sub(warps.producer_warpgroups),
+            split_m: warps.warps_m,
+        }
+    }
+
+    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout {
+        smem_layout(spec, tile, threads)
     }
 
     fn check(&self, spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
@@ -724,7 +740,6 @@ impl BackendImpl for Sm90 {
             template: TEMPLATE,
             values,
             described: describe(spec, plan),
-            threads: plan.warps.threads,
             extra_args: tensor_maps(spec, plan)
                 .into_iter()
                 .map(KernelArg::TensorMap)
@@ -761,17 +776,17 @@ impl BackendImpl for Sm90 {
 
     fn register_cap(&self, plan: &Plan, hw: &Hardware) -> u32 {
         let hw_cap = hw.max_regs_per_thread;
-        if plan.warps.producer_warpgroups == 0 {
+        if !plan.threads.has_producer() {
             return hw_cap;
         }
         // One block per SM; the producer keeps `producer_regs`, the consumers share the rest
         // (setmaxnreg moves registers in multiples of 8).
-        let producer_threads = plan.warps.producer_warpgroups * 128;
-        let consumer_threads = crate::model::registers::math_threads(plan).max(1);
+        let producer_threads = plan.threads.threads() - plan.threads.math_threads();
+        let consumer_threads = plan.threads.math_threads().max(1);
         let producer_regs = if hw.features.setmaxnreg {
             producer_registers(hw)
         } else {
-            hw.regs_per_sm / plan.warps.threads.max(1)
+            hw.regs_per_sm / plan.threads.threads().max(1)
         };
         let left = hw
             .regs_per_sm
@@ -794,6 +809,6 @@ impl BackendImpl for Sm90 {
 
     /// The consumer warpgroups (the producer does no math).
     fn warpgroups(&self, plan: &Plan) -> u32 {
-        plan.warps.consumer_warpgroups()
+        consumer_warpgroups(&plan.threads)
     }
 }

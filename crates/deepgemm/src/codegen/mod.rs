@@ -271,7 +271,7 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
     if let Some(why) = support::accumulate_refusal(spec.a().dtype, spec.accumulate) {
         return fail(why);
     }
-    let expected = implementation.smem_layout(spec, tile, &plan.warps);
+    let expected = implementation.smem_layout(spec, tile, &plan.threads);
     if plan.smem != expected {
         return fail(format!(
             "plan.smem {:?} differs from the {backend} backend's smem_layout {:?}",
@@ -339,7 +339,7 @@ pub fn generate(
         source,
         arch: spec.hardware.arch.clone(),
         args,
-        threads: rendering.threads,
+        threads: plan.threads.threads(),
         smem_bytes: plan.smem_bytes(),
         grid: GridRule {
             tile_m: plan.tile.m,

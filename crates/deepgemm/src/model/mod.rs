@@ -404,7 +404,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let clock_mhz = hw.clock_mhz as f64;
     let flops_per_block =
         2.0 * plan.tile.m as f64 * plan.tile.n as f64 * plan.tile.k as f64 * geo.k_blocks as f64;
-    let math_warps_per_block = registers::math_threads(plan) as f64 / hw.warp_size as f64;
+    let math_warps_per_block = plan.threads.math_threads() as f64 / hw.warp_size as f64;
     // Memory latency grows with load: a grid that fills the GPU waits the loaded latencies, one
     // that keeps a few SMs busy little more than the idle ones.
     let (dram_latency_cycles, l2_latency_cycles) = hw

@@ -36,7 +36,7 @@ pub fn allocated(per_thread: u32) -> u32 {
 pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     let cal = &hw.calibration;
     let t = plan.tile;
-    let accumulators = (t.m * t.n).div_ceil(plan.warps.tile_threads().max(1));
+    let accumulators = (t.m * t.n).div_ceil(plan.threads.tile_threads().max(1));
     let implementation = backend::of(plan.backend);
     let fragments = implementation.fragment_registers(plan, accumulators, input_bytes);
     let addresses = cal.address_regs_per_thread
@@ -67,11 +67,6 @@ pub fn copies_per_thread(plan: &Plan, input_bytes: u32) -> u32 {
     backend::of(plan.backend).copies_per_thread(plan, input_bytes)
 }
 
-/// Threads that hold accumulators: all of them, except a Hopper plan's producer warpgroup.
-pub fn math_threads(plan: &Plan) -> u32 {
-    plan.warps.threads - plan.warps.producer_warpgroups * 128
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,12 +81,7 @@ mod tests {
                 n: tn,
                 k: 32,
             },
-            warps: WarpLayout {
-                warps_m: wm,
-                warps_n: wn,
-                producer_warpgroups: 0,
-                threads: 32 * wm * wn,
-            },
+            threads: ThreadLayout::Warps { m: wm, n: wn },
             stages: 3,
             cluster_m: 1,
             cluster_n: 1,
@@ -147,8 +137,10 @@ mod tests {
         let hw = preset("h200").unwrap();
         let mut plan = sm80_plan(128, 256, 2, 1);
         plan.backend = Backend::Sm90;
-        plan.warps.producer_warpgroups = 1;
-        plan.warps.threads = 384;
+        plan.threads = ThreadLayout::Warpgroups {
+            consumers: 2,
+            split_m: 2,
+        };
         let r = analyze(&plan, 2, &hw);
         // (65536 - 40 * 128) / 256 = 236 -> 232; accumulators 128*256/256 = 128.
         assert_eq!(r.cap, 232);

@@ -40,7 +40,7 @@ pub fn occupancy(plan: &Plan, smem_bytes: u32, regs_per_thread: u32, hw: &Hardwa
             limit: OccupancyLimit::Persistent,
         };
     }
-    let threads = plan.warps.threads.max(1);
+    let threads = plan.threads.threads().max(1);
     let block_regs = super::registers::allocated(regs_per_thread) * threads;
     let limits = [
         (

@@ -66,8 +66,8 @@ pub fn barriers(plan: &Plan, k_blocks: u64, k_block_scaled: bool, hw: &Hardware)
         } else {
             0.0
         },
-        producer_consumer: plan.warps.producer_warpgroups > 0,
-        epilogue_hidden: plan.persistent && plan.warps.pingpong(),
+        producer_consumer: plan.threads.has_producer(),
+        epilogue_hidden: plan.persistent && plan.threads.pingpong(),
         exposed_us: 0.0,
     }
 }

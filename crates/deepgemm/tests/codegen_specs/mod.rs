@@ -5,7 +5,7 @@
 use deepgemm::backend;
 use deepgemm::dtype::DType;
 use deepgemm::hw;
-use deepgemm::plan::{Backend, EpilogueStrategy, OperandPath, Plan, Raster, Tile, WarpLayout};
+use deepgemm::plan::{Backend, EpilogueStrategy, OperandPath, Plan, Raster, ThreadLayout, Tile};
 use deepgemm::spec::{
     BinaryOp, Dim, DimDomain, Direction, Epilogue, Expr, Func, KernelSpec, Layout, Operand, Param,
     Role, ScaleGranularity, ShapeSpec, ShapeSym, TargetRef,
@@ -208,20 +208,20 @@ fn plan(
     backend: Backend,
     tile: Tile,
     stages: u32,
-    warps: WarpLayout,
+    threads: ThreadLayout,
     group_m: u32,
 ) -> Plan {
     Plan {
         backend,
         tile,
-        warps,
+        threads,
         stages,
         cluster_m: 1,
         cluster_n: 1,
         raster: Raster { group_m },
         split_k: 1,
         persistent: false,
-        smem: backend::of(backend).smem_layout(spec, tile, &warps),
+        smem: backend::of(backend).smem_layout(spec, tile, &threads),
         epilogue: EpilogueStrategy::Direct,
         operands: OperandPath {
             a_copy_bytes: 16,
@@ -233,11 +233,9 @@ fn plan(
 
 /// An sm80 plan: `tile` = (m, n, k), warps (along M, along N).
 pub fn sm80_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32, warps: (u32, u32)) -> Plan {
-    let layout = WarpLayout {
-        warps_m: warps.0,
-        warps_n: warps.1,
-        producer_warpgroups: 0,
-        threads: warps.0 * warps.1 * 32,
+    let layout = ThreadLayout::Warps {
+        m: warps.0,
+        n: warps.1,
     };
     plan(
         spec,
@@ -254,12 +252,7 @@ pub fn sm80_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32, warps: (
 }
 
 pub fn simt_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32) -> Plan {
-    let layout = WarpLayout {
-        warps_m: 8,
-        warps_n: 1,
-        producer_warpgroups: 0,
-        threads: 256,
-    };
+    let layout = ThreadLayout::Threads { count: 256 };
     plan(
         spec,
         Backend::Simt,
@@ -285,11 +278,9 @@ pub fn sm90_plan(
     pingpong: bool,
     cluster_m: u32,
 ) -> Plan {
-    let layout = WarpLayout {
-        warps_m: if pingpong { 1 } else { consumers },
-        warps_n: 1,
-        producer_warpgroups: 1,
-        threads: 128 * (1 + consumers),
+    let layout = ThreadLayout::Warpgroups {
+        consumers,
+        split_m: if pingpong { 1 } else { consumers },
     };
     let mut plan = plan(
         spec,
