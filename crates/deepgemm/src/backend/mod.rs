@@ -36,7 +36,7 @@ pub struct Rendering {
     pub template_name: &'static str,
     pub template: &'static str,
     /// `{{NAME}}` -> value; the shared entries (entry point, parameters, epilogue) are added by
-    /// [`crate::codegen::generate`].
+    /// [`crate::codegen::generated_parts`].
     pub values: Vec<(&'static str, String)>,
     /// Plan-specific lines of the header comment.
     pub described: Vec<String>,

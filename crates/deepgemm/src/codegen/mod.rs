@@ -293,6 +293,65 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
     Ok(())
 }
 
+/// What the generator writes into one kernel: everything in its source that is not the fixed
+/// text of the backend's template or the shared prelude. [`generate`] assembles the source as the
+/// header, the prelude, and the template with its `{{NAME}}` placeholders filled from `values`.
+#[derive(Debug, Clone)]
+pub struct GeneratedParts {
+    /// The comment block that opens the kernel: what it computes and how the plan maps onto the
+    /// hardware.
+    pub header: String,
+    /// The backend's template, a file under `kernels/`.
+    pub template_name: &'static str,
+    /// `{{NAME}}` -> value: the backend's own (tile constants, instruction wrappers), then the
+    /// entries every kernel shares (entry point, parameter list, bindings, epilogue, scales).
+    pub values: Vec<(&'static str, String)>,
+    // What `generate` needs besides the parts to assemble and describe the kernel.
+    template: &'static str,
+    args: Vec<KernelArg>,
+    workspace: Workspace,
+}
+
+/// The parts the generator fills into the kernel implementing `plan` for `spec` (see
+/// [`generate`], which assembles them).
+pub fn generated_parts(
+    spec: &KernelSpec,
+    plan: &Plan,
+    variant_name: &str,
+) -> Result<GeneratedParts, CodegenError> {
+    check_supported(spec, plan)?;
+    // No backend splits K yet: the kernels take no workspace.
+    let workspace = Workspace::default();
+    let mut args = abi::kernel_args(spec, &workspace);
+    let rendering = backend::of(plan.backend).render(spec, plan)?;
+    args.extend(rendering.extra_args);
+    let mut values = rendering.values;
+    values.extend([
+        ("ENTRY", entry_point(spec, variant_name)),
+        ("PARAMS", abi::cuda_params(spec, &args)),
+        ("BINDINGS", abi::bindings(spec)),
+        ("EPILOGUE", epilogue::epilogue_code(spec)?),
+        ("SCALES", epilogue::scale_code(spec)?),
+    ]);
+    Ok(GeneratedParts {
+        header: header(spec, plan, variant_name, &args, &rendering.described),
+        template_name: rendering.template_name,
+        values,
+        template: rendering.template,
+        args,
+        workspace,
+    })
+}
+
+/// The `extern "C"` name of the kernel: the spec's name and the variant's, as C identifiers.
+fn entry_point(spec: &KernelSpec, variant_name: &str) -> String {
+    format!(
+        "deepgemm_{}_{}",
+        abi::ident(&spec.name),
+        abi::ident(variant_name)
+    )
+}
+
 /// Generates the CUDA C++ kernel implementing `plan` for `spec`. `variant_name` (e.g. `v0`)
 /// becomes part of the entry point's name.
 pub fn generate(
@@ -300,32 +359,9 @@ pub fn generate(
     plan: &Plan,
     variant_name: &str,
 ) -> Result<GeneratedKernel, CodegenError> {
-    check_supported(spec, plan)?;
-    // No backend splits K yet: the kernels take no workspace.
-    let workspace = Workspace::default();
-    let mut args = abi::kernel_args(spec, &workspace);
-    let entry = format!(
-        "deepgemm_{}_{}",
-        abi::ident(&spec.name),
-        abi::ident(variant_name)
-    );
-    let rendering = backend::of(plan.backend).render(spec, plan)?;
-    args.extend(rendering.extra_args);
-    let mut values = rendering.values;
-    values.extend([
-        ("ENTRY", entry.clone()),
-        ("PARAMS", abi::cuda_params(spec, &args)),
-        ("BINDINGS", abi::bindings(spec)),
-        ("EPILOGUE", epilogue::epilogue_code(spec)?),
-        ("SCALES", epilogue::scale_code(spec)?),
-    ]);
-    let body = render::render(rendering.template_name, rendering.template, &values)?;
-    let source = format!(
-        "{}\n{}\n{}",
-        header(spec, plan, variant_name, &args, &rendering.described),
-        PRELUDE,
-        body
-    );
+    let parts = generated_parts(spec, plan, variant_name)?;
+    let body = render::render(parts.template_name, parts.template, &parts.values)?;
+    let source = format!("{}\n{}\n{}", parts.header, PRELUDE, body);
     let alignment = spec
         .operands
         .iter()
@@ -335,10 +371,10 @@ pub fn generate(
         })
         .collect();
     Ok(GeneratedKernel {
-        entry,
+        entry: entry_point(spec, variant_name),
         source,
         arch: spec.hardware.arch.clone(),
-        args,
+        args: parts.args,
         threads: plan.threads.threads(),
         smem_bytes: plan.smem_bytes(),
         grid: GridRule {
@@ -348,7 +384,7 @@ pub fn generate(
             persistent: plan.persistent,
             cluster: plan.cluster_m * plan.cluster_n,
         },
-        workspace,
+        workspace: parts.workspace,
         alignment,
         plan: plan.clone(),
     })
