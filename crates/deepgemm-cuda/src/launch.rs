@@ -691,12 +691,17 @@ impl Prepared<'_> {
 
     /// Enqueues repacks, workspace zeroing, the kernel and copy-backs on the GPU's stream.
     pub fn enqueue(&self, gpu: &Gpu) -> Result<(), CudaError> {
-        for repack in &self.repacks {
-            let copy = repack.copy_in();
+        // The copy kernel moves every copy-in it can in one launch (a small repack is
+        // launch-bound); cuMemcpy2D takes the rest.
+        let mut batched = Vec::with_capacity(self.repacks.len());
+        for copy in self.repacks.iter().map(Repack::copy_in) {
             match &self.pitch_copy {
-                Some(pitch_copy) if PitchCopy::fits(&copy) => pitch_copy.enqueue(gpu, copy)?,
+                Some(_) if PitchCopy::fits(&copy) => batched.push(copy),
                 _ => gpu.copy_2d(copy)?,
             }
+        }
+        if let Some(pitch_copy) = &self.pitch_copy {
+            pitch_copy.enqueue(gpu, &batched)?;
         }
         for &(ptr, len) in &self.zeroed {
             gpu.memset(ptr, 0, len)?;

@@ -191,7 +191,9 @@ fn gpu_cublaslt_refuses_what_it_cannot_fuse() {
 }
 
 /// The repack copy moves every byte of every line, for every source alignment, and writes
-/// nothing past a line's width (the destination's padding keeps its poison).
+/// nothing past a line's width (the destination's padding keeps its poison). The five copies go
+/// in one call: two launches (four copies, then one), each copy with its own width, height and
+/// load width in one grid.
 #[test]
 fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     use deepgemm_cuda::device::Copy2d;
@@ -199,13 +201,16 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     let gpu = gpu();
     let copy_kernel = PitchCopy::load(&gpu).unwrap();
     let mut seed = fresh_seed();
-    for (offset, width, height) in [
+    let cases = [
         (0usize, 4096usize, 3usize),
         (1, 8187, 5),
         (2, 8186, 37),
         (4, 100, 2),
         (8, 17, 70_000),
-    ] {
+    ];
+    let mut buffers = Vec::new();
+    let mut copies = Vec::new();
+    for (offset, width, height) in cases {
         let src_pitch = width + 3 + offset;
         let dst_pitch = width.next_multiple_of(16) + 16;
         let src_bytes: Vec<u8> = (0..offset + src_pitch * height)
@@ -229,12 +234,17 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
             height,
         };
         assert!(PitchCopy::fits(&copy));
-        copy_kernel.enqueue(&gpu, copy).unwrap();
+        copies.push(copy);
+        buffers.push((src, dst, src_bytes, offset, width, height, dst_pitch));
+    }
+    copy_kernel.enqueue(&gpu, &copies).unwrap();
+    for (_src, dst, src_bytes, offset, width, height, dst_pitch) in &buffers {
+        let (offset, width, height, dst_pitch) = (*offset, *width, *height, *dst_pitch);
         let mut out = vec![0u8; dst_pitch * height];
-        gpu.download(&dst, 0, &mut out).unwrap();
+        gpu.download(dst, 0, &mut out).unwrap();
         for y in 0..height {
             let line = &out[y * dst_pitch..(y + 1) * dst_pitch];
-            let from = offset + y * src_pitch;
+            let from = offset + y * (width + 3 + offset);
             assert_eq!(
                 &line[..width],
                 &src_bytes[from..from + width],

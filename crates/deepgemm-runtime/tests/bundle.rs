@@ -55,7 +55,7 @@ fn bundle_of(spec: &KernelSpec) -> BundleFile {
     let mut builder = BundleBuilder::new(&arch, &spec.hardware.name, (13, 0));
     builder.add_kernel(spec, variants).unwrap();
     builder
-        .finish(&fake_compiled("deepgemm_pitch_copy_2", &arch, 99))
+        .finish(&fake_compiled("deepgemm_pitch_copy_batch", &arch, 99))
         .unwrap()
 }
 

@@ -41,6 +41,10 @@ pub struct GeneratedKernel {
     pub plan: Plan,
 }
 
+/// Operands the runtime's repack copy kernel moves in one launch (`deepgemm-cuda`'s
+/// `kernels/pitch_copy.cu`, `DG_MAX_COPIES`): the model counts one queued launch per this many.
+pub const REPACK_COPIES_PER_LAUNCH: u32 = 4;
+
 /// The largest M, N or K a kernel takes (`check` and the launcher refuse more): extents are `int`
 /// parameters, and the kernels add up to a tile (at most 256) or a 2-block cluster's worth of
 /// rows to them in `int` arithmetic, so 2^16 of headroom below 2^31 keeps every sum in range.

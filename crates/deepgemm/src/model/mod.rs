@@ -521,7 +521,10 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     }
     sync.exposed_us = sync_us;
     let repack_us = if mv.repack_dram_bytes > 0.0 {
-        mv.repack_us + cal.queued_launch_us * mv.repack_copies as f64
+        let launches = mv
+            .repack_copies
+            .div_ceil(crate::codegen::REPACK_COPIES_PER_LAUNCH);
+        mv.repack_us + cal.queued_launch_us * launches as f64
     } else {
         0.0
     };

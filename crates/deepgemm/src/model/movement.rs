@@ -31,7 +31,8 @@ pub struct Movement {
     pub epilogue_dram_bytes: f64,
     /// The extra pass that copies misaligned operands into an aligned workspace (read + write).
     pub repack_dram_bytes: f64,
-    /// Operands that pass copies: one copy kernel each, queued ahead of the GEMM.
+    /// Operands that pass copies, queued ahead of the GEMM in launches of the copy kernel of up
+    /// to [`crate::codegen::REPACK_COPIES_PER_LAUNCH`] each.
     pub repack_copies: u32,
     /// Everything above: the `dram_bytes` observable.
     pub dram_bytes: f64,
