@@ -118,6 +118,9 @@ def test_dlpack_objects_of_other_libraries(torch, bundles):
     # A torch dtype DeepGEMM has no name for is named as torch names it.
     with pytest.raises(TypeError, match="has dtype torch.float64"):
         kernel(A.double(), W.t(), out=out)
+    # A lazily negated view would be read un-negated: refused, as DLPack refuses it.
+    with pytest.raises(ValueError, match="negative bit"):
+        kernel(torch._neg_view(A), W.t(), out=out)
 
 
 def test_side_stream_and_graph_capture(torch, bundles):

@@ -81,9 +81,19 @@ impl PitchCopy {
         (copy.dst as usize).is_multiple_of(DST_ALIGN) && copy.dst_pitch.is_multiple_of(DST_ALIGN)
     }
 
-    /// Enqueues `copies` on the GPU's stream, up to [`MAX_COPIES`] per launch; each must
-    /// [`fit`](Self::fits). Empty copies are left out.
+    /// Enqueues `copies` on the GPU's stream, up to [`MAX_COPIES`] per launch; a copy that does
+    /// not [`fit`](Self::fits) is an error (the kernel's 16-byte stores would fault). Empty copies
+    /// are left out.
     pub fn enqueue(&self, gpu: &Gpu, copies: &[Copy2d]) -> Result<(), CudaError> {
+        if let Some(copy) = copies.iter().find(|c| !Self::fits(c)) {
+            return Err(CudaError::InvalidOperand {
+                operand: "repack workspace".into(),
+                problem: format!(
+                    "destination {:#x} with a pitch of {} bytes is not {DST_ALIGN}-byte aligned",
+                    copy.dst, copy.dst_pitch
+                ),
+            });
+        }
         let copies: Vec<&Copy2d> = copies
             .iter()
             .filter(|c| c.width > 0 && c.height > 0)
@@ -98,7 +108,6 @@ impl PitchCopy {
         let mut table = [KernelCopy::default(); MAX_COPIES];
         let (mut chunks, mut lines) = (0u64, 0u64);
         for (slot, copy) in table.iter_mut().zip(batch) {
-            debug_assert!(Self::fits(copy));
             *slot = KernelCopy {
                 src: copy.src,
                 src_pitch: copy.src_pitch as u64,

@@ -258,6 +258,94 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     }
 }
 
+/// The Hopper launch contract before any GEMM: a kernel that takes a TMA tensor map
+/// (`KernelArg::TensorMap`, encoded by the launcher from the operand), runs on a persistent grid
+/// of 2x1 clusters (`GridRule { persistent, cluster: 2 }`, launched with the cluster attribute)
+/// and hands tiles between the blocks of a cluster through distributed shared memory
+/// (tests/kernels/tma_cluster_smoke.cu). Every byte of D must equal A's, on a shape with ragged
+/// tiles and more tile pairs than resident clusters (so the persistent loop turns).
+#[test]
+fn gpu_tma_cluster_launch_moves_every_byte() {
+    use deepgemm::codegen::{GeneratedKernel, GridRule, KernelArg, TensorMapArg, Workspace};
+    use deepgemm::spec::ShapeSym;
+    let gpu = gpu();
+    let spec = gpu_support::parse(
+        "kernel copy {\n  target h200;\n  input A: bf16[M, K] row;\n  input B: bf16[K, N] col;\n  \
+         output D: bf16[M, N] row;\n  shape { M = 8000; N = 4000; K = 4000; }\n}\n",
+    );
+    let source = include_str!("kernels/tma_cluster_smoke.cu");
+    let entry = "deepgemm_tma_cluster_smoke";
+    let kernel = GeneratedKernel {
+        entry: entry.into(),
+        source: source.into(),
+        arch: "sm_90a".into(),
+        args: vec![
+            KernelArg::Pointer("A".into()),
+            KernelArg::Pointer("D".into()),
+            KernelArg::Extent(ShapeSym::M),
+            KernelArg::Extent(ShapeSym::K),
+            KernelArg::TensorMap(TensorMapArg {
+                operand: "A".into(),
+                param: "tmap_a".into(),
+                box_inner: 64,
+                box_outer: 64,
+                swizzle_bytes: 0,
+            }),
+        ],
+        threads: 128,
+        smem_bytes: 64 * 64 * 2 + 64,
+        grid: GridRule {
+            tile_m: 64,
+            tile_n: 64,
+            split_k: 1,
+            persistent: true,
+            cluster: 2,
+        },
+        workspace: Workspace::default(),
+        alignment: vec![("A".into(), 16), ("D".into(), 2)],
+        // Metadata the launcher does not read: the spec's first sm90 proposal stands in.
+        plan: deepgemm::backend::proposals(&spec, Backend::Sm90).remove(0),
+    };
+    let compiled = nvrtc::compile(source, entry, "sm_90a").unwrap();
+    let loaded = gpu.load(&kernel, &compiled).unwrap();
+    // N = K, so that D (M x N) has A's shape. 8000 x 4000: 125 x 63 tiles, 3969 pairs, more than
+    // the clusters the GPU holds at once (this small kernel fits many per SM).
+    for shape in [
+        Shape::new(8000, 4000, 4000),
+        Shape::new(1, 8, 8),
+        Shape::new(65, 72, 72),
+    ] {
+        let options = RunOptions {
+            seed: fresh_seed(),
+            ..Default::default()
+        };
+        let device = DeviceProblem::upload(&gpu, &spec, shape, &options).unwrap();
+        let prepared = loaded.prepare(&gpu, &spec, &device.launch_args()).unwrap();
+        let (blocks, _, _) = prepared.grid();
+        assert_eq!(blocks % 2, 0, "{shape}: whole clusters");
+        let pairs = shape.m.div_ceil(64).div_ceil(2) * shape.k.div_ceil(64);
+        if shape.m == 8000 {
+            assert!(
+                u64::from(blocks / 2) < pairs,
+                "{blocks} blocks for {pairs} pairs: the persistent loop would not turn"
+            );
+        }
+        prepared.enqueue(&gpu).unwrap();
+        gpu.synchronize().unwrap();
+        let d = device.download_output(&gpu).unwrap();
+        let a = &device.problem.tensor("A").unwrap().bytes;
+        assert_eq!(d.len(), a.len(), "{shape}");
+        let wrong = d.iter().zip(a.iter()).filter(|(x, y)| x != y).count();
+        assert_eq!(
+            wrong,
+            0,
+            "{shape}: {wrong} of {} bytes differ ({blocks} blocks)",
+            a.len()
+        );
+        println!("{shape}: {} bytes moved by {blocks} blocks", a.len());
+    }
+}
+
 /// What `bench` and `tune` rely on: a result that fails the check is reported with its error and
 /// never timed (the work ran exactly once), and a correct one is timed.
 #[test]

@@ -147,11 +147,7 @@ fn nvrtc_is_found_without_ld_library_path() {
 
 #[test]
 fn nvrtc_compiles_the_repack_copy_kernels() {
-    if !nvrtc_or_skip("nvrtc_compiles_the_repack_copy_kernels") {
-        return;
-    }
-    let entry = "deepgemm_pitch_copy_batch";
-    // The kernel's table has the room the launcher fills.
+    // The kernel's table has the room the launcher fills (checked with or without NVRTC).
     let define = format!(
         "#define DG_MAX_COPIES {}",
         deepgemm_cuda::pitch_copy::MAX_COPIES
@@ -160,6 +156,10 @@ fn nvrtc_compiles_the_repack_copy_kernels() {
         deepgemm_cuda::pitch_copy::SOURCE.contains(&define),
         "{define}"
     );
+    if !nvrtc_or_skip("nvrtc_compiles_the_repack_copy_kernels") {
+        return;
+    }
+    let entry = "deepgemm_pitch_copy_batch";
     for arch in ["sm_80", "sm_86", "sm_89", "sm_90a"] {
         let compiled = nvrtc::compile(deepgemm_cuda::pitch_copy::SOURCE, entry, arch)
             .unwrap_or_else(|e| panic!("{arch} {entry}: {e}"));
@@ -167,5 +167,26 @@ fn nvrtc_compiles_the_repack_copy_kernels() {
         assert!(!compiled.resources.spills(), "{arch} {entry}");
         assert_eq!(compiled.resources.stack_frame_bytes, 0, "{arch} {entry}");
         assert!(compiled.ptx.contains(&format!(".entry {entry}")), "{arch}");
+    }
+}
+
+/// The TMA + cluster smoke kernel of the launch contract (`gpu_runtime`'s
+/// `gpu_tma_cluster_launch_moves_every_byte`) compiles for sm_90a with no local memory.
+#[test]
+fn nvrtc_compiles_the_tma_cluster_smoke_kernel() {
+    if !nvrtc_or_skip("nvrtc_compiles_the_tma_cluster_smoke_kernel") {
+        return;
+    }
+    let source = include_str!("kernels/tma_cluster_smoke.cu");
+    let entry = "deepgemm_tma_cluster_smoke";
+    let compiled = nvrtc::compile(source, entry, "sm_90a").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!compiled.resources.spills());
+    assert_eq!(compiled.resources.stack_frame_bytes, 0);
+    for instruction in [
+        "cp.async.bulk.tensor.2d",
+        "barrier.cluster",
+        "mapa.shared::cluster",
+    ] {
+        assert!(compiled.ptx.contains(instruction), "no {instruction}");
     }
 }

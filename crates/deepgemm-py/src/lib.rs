@@ -117,6 +117,8 @@ struct Torch {
     /// `torch._C._cuda_getCurrentRawStream`, or `None` on a torch without it.
     raw_stream: Option<Py<PyAny>>,
     empty: Py<PyAny>,
+    /// `torch.strided`, the layout of a dense tensor.
+    strided: Py<PyAny>,
 }
 
 static TORCH: pyo3::sync::PyOnceLock<Torch> = pyo3::sync::PyOnceLock::new();
@@ -159,6 +161,7 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
         dtypes,
         raw_stream,
         empty: module.getattr("empty")?.unbind(),
+        strided: module.getattr("strided")?.unbind(),
     };
     Ok(Some(TORCH.get_or_init(py, || handles)))
 }
@@ -184,6 +187,24 @@ fn torch_view(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorView>
         };
         return Err(PyValueError::new_err(format!(
             "{name} is on {place}; DeepGEMM kernels take CUDA tensors (use .cuda())"
+        )));
+    }
+    // What torch's DLPack export refuses, refused here too: a lazily negated view (its memory
+    // holds the values before negation) and anything but a dense, strided tensor.
+    if obj
+        .call_method0(pyo3::intern!(py, "is_neg"))?
+        .extract::<bool>()?
+    {
+        return Err(PyValueError::new_err(format!(
+            "{name} is a view with its negative bit set (its memory holds the un-negated values); \
+             call .resolve_neg() first"
+        )));
+    }
+    let layout = obj.getattr(pyo3::intern!(py, "layout"))?;
+    if !layout.is(torch.strided.bind(py)) {
+        return Err(PyTypeError::new_err(format!(
+            "{name} has layout {}; DeepGEMM kernels take dense (strided) tensors",
+            layout.str()?
         )));
     }
     let dtype = obj.getattr(pyo3::intern!(py, "dtype"))?;

@@ -284,10 +284,11 @@ impl Kernel {
         stream: RawStream,
     ) -> Result<(), RuntimeError> {
         let variant = self.select(shape)?;
+        let args = self.bind(shape, operands, params)?;
         // The variant's lock is held from planning to enqueue, so that two threads launching it
         // on one stream cannot interleave their repack copies into the same scratch.
         let mut state = variant.lock();
-        let prepared = self.prepare_locked(variant, &mut state, shape, operands, params, stream)?;
+        let prepared = self.prepare_locked(variant, &mut state, &args, stream)?;
         prepared
             .enqueue(&self.gpu.on_stream(stream))
             .map_err(|e| self.launch_error(e))
@@ -305,8 +306,9 @@ impl Kernel {
         stream: RawStream,
     ) -> Result<PreparedLaunch<'_>, RuntimeError> {
         let variant = self.select(shape)?;
+        let args = self.bind(shape, operands, params)?;
         let mut state = variant.lock();
-        let prepared = self.prepare_locked(variant, &mut state, shape, operands, params, stream)?;
+        let prepared = self.prepare_locked(variant, &mut state, &args, stream)?;
         Ok(PreparedLaunch {
             kernel: self,
             variant,
@@ -319,12 +321,9 @@ impl Kernel {
         &'k self,
         variant: &'k LoadedVariant,
         state: &mut VariantState,
-        shape: Shape,
-        operands: &[Operand],
-        params: &[(&str, f64)],
+        args: &LaunchArgs,
         stream: RawStream,
     ) -> Result<Prepared<'k>, RuntimeError> {
-        let args = self.bind(shape, operands, params)?;
         let mut resources = Pooled {
             state,
             stream,
@@ -336,7 +335,7 @@ impl Kernel {
             .prepare_with(
                 &self.gpu.on_stream(stream),
                 &self.spec,
-                &args,
+                args,
                 &mut resources,
             )
             .map_err(|e| self.launch_error(e))

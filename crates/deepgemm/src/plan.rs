@@ -71,8 +71,11 @@ impl ThreadLayout {
     /// Threads per block, producers included.
     pub fn threads(&self) -> u32 {
         match *self {
-            ThreadLayout::Warps { m, n } => 32 * m * n,
-            ThreadLayout::Warpgroups { consumers, .. } => 128 * (consumers + 1),
+            // Saturating: a plan read from a file may hold any numbers; the checks refuse them.
+            ThreadLayout::Warps { m, n } => m.saturating_mul(n).saturating_mul(32),
+            ThreadLayout::Warpgroups { consumers, .. } => {
+                consumers.saturating_add(1).saturating_mul(128)
+            }
             ThreadLayout::Threads { count } => count,
         }
     }
@@ -80,7 +83,7 @@ impl ThreadLayout {
     /// Threads that do the math (all but a producer).
     pub fn math_threads(&self) -> u32 {
         match *self {
-            ThreadLayout::Warpgroups { consumers, .. } => 128 * consumers,
+            ThreadLayout::Warpgroups { consumers, .. } => consumers.saturating_mul(128),
             _ => self.threads(),
         }
     }
@@ -88,7 +91,7 @@ impl ThreadLayout {
     /// Threads that hold one tile's accumulators.
     pub fn tile_threads(&self) -> u32 {
         match *self {
-            ThreadLayout::Warpgroups { split_m, .. } => 128 * split_m,
+            ThreadLayout::Warpgroups { split_m, .. } => split_m.saturating_mul(128),
             _ => self.threads(),
         }
     }
