@@ -84,27 +84,10 @@ const DL_CUDA_MANAGED: i32 = 13;
 struct TensorView {
     ptr: u64,
     device: i32,
-    dtype: Option<DType>,
-    /// How the dtype was described, for a message when it is not one DeepGEMM knows.
-    dtype_source: DtypeSource,
+    /// The dtype, or how the tensor describes one DeepGEMM does not know (for the message).
+    dtype: Result<DType, String>,
     shape: Vec<i64>,
     strides: Vec<i64>,
-}
-
-enum DtypeSource {
-    DlPack { code: u8, bits: u8 },
-    Torch(String),
-}
-
-impl std::fmt::Display for DtypeSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DtypeSource::DlPack { code, bits } => {
-                write!(f, "DLPack dtype code {code} with {bits} bits")
-            }
-            DtypeSource::Torch(name) => write!(f, "dtype {name}"),
-        }
-    }
 }
 
 // --- torch, when it is loaded: tensor attributes, dtypes, streams, allocation ---------------
@@ -134,16 +117,9 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
         return Ok(None);
     };
     let mut dtypes = Vec::new();
-    for d in [
-        DType::F32,
-        DType::F16,
-        DType::Bf16,
-        DType::E4m3,
-        DType::E5m2,
-        DType::I8,
-        DType::I32,
-    ] {
-        // An older torch may lack the fp8 dtypes: those tensors cannot exist there either.
+    for d in DType::ALL {
+        // tf32 has no torch dtype; an older torch may lack the fp8 dtypes: those tensors cannot
+        // exist there either.
         if let Some(object) = torch_dtype(d).and_then(|name| module.getattr(name).ok()) {
             dtypes.push((object.unbind(), d));
         }
@@ -208,14 +184,13 @@ fn torch_view(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorView>
         )));
     }
     let dtype = obj.getattr(pyo3::intern!(py, "dtype"))?;
-    let known = torch
+    let known = match torch
         .dtypes
         .iter()
         .find(|(object, _)| object.bind(py).is(&dtype))
-        .map(|(_, d)| *d);
-    let dtype_source = match known {
-        Some(_) => DtypeSource::Torch(String::new()),
-        None => DtypeSource::Torch(dtype.str()?.to_string()),
+    {
+        Some((_, d)) => Ok(*d),
+        None => Err(format!("dtype {}", dtype.str()?)),
     };
     Ok(Some(TensorView {
         ptr: obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?,
@@ -223,7 +198,6 @@ fn torch_view(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorView>
             .call_method0(pyo3::intern!(py, "get_device"))?
             .extract()?,
         dtype: known,
-        dtype_source,
         shape: obj.getattr(pyo3::intern!(py, "shape"))?.extract()?,
         strides: obj.call_method0(pyo3::intern!(py, "stride"))?.extract()?,
     }))
@@ -301,11 +275,12 @@ fn view(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<TensorView> {
     Ok(TensorView {
         ptr: (t.data as u64).wrapping_add(t.byte_offset),
         device: t.device.device_id,
-        dtype: dtype_of(t.dtype.code, t.dtype.bits, t.dtype.lanes),
-        dtype_source: DtypeSource::DlPack {
-            code: t.dtype.code,
-            bits: t.dtype.bits,
-        },
+        dtype: dtype_of(t.dtype.code, t.dtype.bits, t.dtype.lanes).ok_or_else(|| {
+            format!(
+                "DLPack dtype code {} with {} bits",
+                t.dtype.code, t.dtype.bits
+            )
+        }),
         shape,
         strides,
     })
@@ -526,17 +501,16 @@ impl Kernel {
         let spec = self.kernel.spec();
         let (sa, sb, sd) = (spec.a(), spec.b(), spec.d());
         let check = |name: &str, v: &TensorView, want: DType, ndim: usize| -> PyResult<()> {
-            match v.dtype {
-                Some(d) if d == want => {}
-                Some(d) => {
+            match &v.dtype {
+                Ok(d) if *d == want => {}
+                Ok(d) => {
                     return Err(PyTypeError::new_err(format!(
                         "{name} is {d}; the kernel takes {want}"
                     )))
                 }
-                None => {
+                Err(described) => {
                     return Err(PyTypeError::new_err(format!(
-                        "{name} has {}; the kernel takes {want}",
-                        v.dtype_source
+                        "{name} has {described}; the kernel takes {want}"
                     )))
                 }
             }
