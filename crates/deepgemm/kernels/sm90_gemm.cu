@@ -21,7 +21,8 @@
 // With PROMOTE (fp8 inputs), accumulation has two levels: wgmma sums one k-tile's products into
 // `part` (its fp8 adds keep fewer bits than f32), and the consumer then adds `part` into the f32
 // sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
-// 128x128 recipe). The other consumer's wgmmas keep the tensor cores busy meanwhile.
+// 128x128 recipe); without K-block scales, every PROMOTE_K_TILES k-tiles. The other consumer's
+// wgmmas keep the tensor cores busy meanwhile.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};
@@ -39,6 +40,10 @@ constexpr int STAGE_READERS = PINGPONG ? 1 : CONSUMERS;  // consumers that read 
 constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k step
 constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64 wgmma
 constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
+// PROMOTE: k-tiles summed into one set of partial sums per promotion (codegen's
+// promotion_k_tiles): 1 with K-block scales, which change every k-tile; more without, so that
+// the wait for the partial sums, which idles the tensor cores, comes that much less often.
+constexpr int PROMOTE_K_TILES = {{PROMOTE_K_TILES}};
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // K-block scales of B a consumer thread keeps per k-tile (codegen::sm90::col_scales): 1 when a
@@ -77,6 +82,8 @@ static_assert(sizeof(ElementA) == sizeof(ElementB) && TILE_K * sizeof(ElementA) 
               "a stage holds one 128-byte swizzle row of K");
 static_assert(PROMOTE == (sizeof(ElementA) == 1), "fp8 products are promoted, 16-bit ones not");
 static_assert(!PROMOTE || (A_KMAJOR && B_KMAJOR), "wgmma reads fp8 operands K-major only");
+static_assert(PROMOTE_K_TILES >= 1 && (PROMOTE || PROMOTE_K_TILES == 1),
+              "promotions are every k-tile or more");
 static_assert(WG_M % 64 == 0 && TILE_N % 8 == 0 && TILE_N <= 256, "wgmma is m64nNk, N <= 256");
 static_assert(A_KMAJOR || WG_M % 64 == 0, "MN-major A is staged in 64-row boxes");
 static_assert(B_KMAJOR || TILE_N % (64 * CLUSTER_M) == 0, "MN-major B is staged in 64-column boxes");
@@ -606,7 +613,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
       }
-      auto k_tile = [&](int kt, KTileScales& mine, KTileScales& next) {
+      // PROMOTE: `first` of a promotion's k-tiles starts its partial sums at zero; after the
+      // `last` they are promoted (both constants where the k loops below call it).
+      auto k_tile = [&](int kt, bool first, bool last, KTileScales& mine, KTileScales& next) {
         dg_mbar_wait(full(stage), phase);
         // This stage's descriptors: the k steps and m64 slices below add their offsets.
         const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
@@ -633,11 +642,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                 a_desc_stage +
                 (A_KMAJOR ? i * 64 * ROW_BYTES + ks * 32 : i * MN_BOX_BYTES + ks * 16 * 128) / 16;
             // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
-            // PROMOTE of the k-tile.
+            // PROMOTE of the promotion's first k-tile.
             if constexpr (PROMOTE) {
-              dg_wgmma(part[i], desc_a, desc_b, ks > 0 ? 1 : 0);
+              dg_wgmma(part[i], desc_a, desc_b, (ks > 0 || !first) ? 1 : 0);
             } else {
-              dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
+              dg_wgmma(acc[i], desc_a, desc_b, (ks > 0 || !first) ? 1 : 0);
             }
           }
         }
@@ -665,8 +674,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
           dg_mbar_arrive(turn(1 - consumer));
         }
-        if constexpr (PROMOTE) {
-          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
+        if (PROMOTE && last) {
+          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stages back
           // and add them in. (Measured alternative, not kept: a second set of partial sums, so
           // that k-tile kt - 1 is promoted while kt's wgmmas run, fits 64x128 per consumer; it
           // ran 128x128 tiles ~10% faster than without, but the 128x160 tiles this leaves room
@@ -678,6 +687,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           dg_wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
+          if (prev_stage >= 0) release(prev_stage);
+          prev_stage = -1;
           release(stage);
           if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
             dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
@@ -699,7 +710,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         } else {
 #pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+          for (int i = 0; i < WG_MMAS; ++i) {
+            if constexpr (PROMOTE) {
+              dg_fence_acc(part[i]);
+            } else {
+              dg_fence_acc(acc[i]);
+            }
+          }
           // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
           // stage goes back to the producer.
           dg_wgmma_wait<1>();
@@ -711,15 +728,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           phase ^= 1;
         }
       };
-      if constexpr (PROMOTE) {
+      if constexpr (PROMOTE && PROMOTE_K_TILES == 1) {
         // Two k-tiles per turn, the two sets of scales swapping roles (register indices must be
         // constants).
         for (int kt = 0; kt < k_tiles; kt += 2) {
-          k_tile(kt, scales[0], scales[1]);
-          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0]);
+          k_tile(kt, true, true, scales[0], scales[1]);
+          if (kt + 1 < k_tiles) k_tile(kt + 1, true, true, scales[1], scales[0]);
         }
+      } else if constexpr (PROMOTE) {
+        // Whole promotions unrolled, so that no wgmma is in flight across the loop's back edge
+        // where the loop reads the partial sums (ptxas would serialize every wgmma: C7514); the
+        // last k-tiles are promoted one by one.
+        int kt = 0;
+        for (; kt + PROMOTE_K_TILES <= k_tiles; kt += PROMOTE_K_TILES) {
+#pragma unroll
+          for (int j = 0; j < PROMOTE_K_TILES; ++j)
+            k_tile(kt + j, j == 0, j == PROMOTE_K_TILES - 1, scales[0], scales[0]);
+        }
+        for (; kt < k_tiles; ++kt) k_tile(kt, true, true, scales[0], scales[0]);
       } else {
-        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales[0], scales[1]);
+        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, kt == 0, false, scales[0], scales[1]);
       }
       if constexpr (!PROMOTE) {
         dg_wgmma_wait<0>();

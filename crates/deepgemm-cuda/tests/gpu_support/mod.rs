@@ -580,6 +580,53 @@ pub fn fp8() -> Vec<Case> {
                 .constraints(constraints),
         );
     }
+    // Without K-block scales the partial sums are promoted every 4 k-tiles: whole promotions and
+    // a tail of 1 to 3 k-tiles, ping-pong and cooperative, and a long K into an f32 D, whose
+    // error shows what the longer partial sums cost.
+    for (scaling, output, shape, constraints) in [
+        (
+            Scaling::PerTensor,
+            "bf16",
+            (300, 700, 896),
+            "WARPGROUPS == 2; TILE_M == 64;",
+        ),
+        (
+            Scaling::PerTensor,
+            "bf16",
+            (300, 700, 896),
+            "WARPGROUPS == 2; TILE_M == 128;",
+        ),
+        (
+            Scaling::None,
+            "bf16",
+            (129, 500, 1152),
+            "WARPGROUPS == 2; TILE_M == 64;",
+        ),
+        (
+            Scaling::PerRowAndColumn,
+            "bf16",
+            (200, 264, 1664),
+            "WARPGROUPS == 1;",
+        ),
+        (
+            Scaling::PerTensor,
+            "f32",
+            (256, 384, 16384),
+            "WARPGROUPS == 2; TILE_M == 128;",
+        ),
+        (
+            Scaling::Blocks,
+            "f32",
+            (256, 384, 16384),
+            "WARPGROUPS == 2; TILE_M == 128;",
+        ),
+    ] {
+        cases.push(
+            Case::new("e4m3", output, shape)
+                .scaling(scaling)
+                .constraints(constraints),
+        );
+    }
     // An amax output 2 bytes off its alignment: repacked, and zeroed where the kernel writes it.
     cases.push(
         Case::new("e4m3", "e4m3", (127, 129, 255))
