@@ -21,8 +21,7 @@
 // With PROMOTE (fp8 inputs), accumulation has two levels: wgmma sums one k-tile's products into
 // `part` (its fp8 adds keep fewer bits than f32), and the consumer then adds `part` into the f32
 // sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
-// 128x128 recipe); without K-block scales, every PROMOTE_K_TILES k-tiles. The other consumer's
-// wgmmas keep the tensor cores busy meanwhile.
+// 128x128 recipe). The other consumer's wgmmas keep the tensor cores busy meanwhile.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};
@@ -40,10 +39,6 @@ constexpr int STAGE_READERS = PINGPONG ? 1 : CONSUMERS;  // consumers that read 
 constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k step
 constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64 wgmma
 constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
-// PROMOTE: k-tiles summed into one set of partial sums per promotion (codegen's
-// promotion_k_tiles): 1 with K-block scales, which change every k-tile; more without, so that
-// the wait for the partial sums, which idles the tensor cores, comes that much less often.
-constexpr int PROMOTE_K_TILES = {{PROMOTE_K_TILES}};
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // K-block scales of B a consumer thread keeps per k-tile (codegen::sm90::col_scales): 1 when a
@@ -82,8 +77,6 @@ static_assert(sizeof(ElementA) == sizeof(ElementB) && TILE_K * sizeof(ElementA) 
               "a stage holds one 128-byte swizzle row of K");
 static_assert(PROMOTE == (sizeof(ElementA) == 1), "fp8 products are promoted, 16-bit ones not");
 static_assert(!PROMOTE || (A_KMAJOR && B_KMAJOR), "wgmma reads fp8 operands K-major only");
-static_assert(PROMOTE_K_TILES >= 1 && (PROMOTE || PROMOTE_K_TILES == 1),
-              "promotions are every k-tile or more");
 static_assert(WG_M % 64 == 0 && TILE_N % 8 == 0 && TILE_N <= 256, "wgmma is m64nNk, N <= 256");
 static_assert(A_KMAJOR || WG_M % 64 == 0, "MN-major A is staged in 64-row boxes");
 static_assert(B_KMAJOR || TILE_N % (64 * CLUSTER_M) == 0, "MN-major B is staged in 64-column boxes");
@@ -292,6 +285,36 @@ __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float 
   unsigned packed;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(v1), "f"(v0));
   dg_st_shared(at, packed);
+}
+
+// The 16 bytes that start at byte `at` (0..15) of lo:hi, by selects and funnel shifts (lanes
+// with different `at` take no divergent paths).
+__device__ __forceinline__ uint4 dg_bytes_from(uint4 lo, uint4 hi, int at) {
+  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const int first = at >> 2, shift = (at & 3) * 8;
+  unsigned v[5];
+#pragma unroll
+  for (int i = 0; i < 5; ++i)
+    v[i] = first == 0 ? w[i] : first == 1 ? w[i + 1] : first == 2 ? w[i + 2] : w[i + 3];
+  return make_uint4(__funnelshift_r(v[0], v[1], shift), __funnelshift_r(v[1], v[2], shift),
+                    __funnelshift_r(v[2], v[3], shift), __funnelshift_r(v[3], v[4], shift));
+}
+// One element of D from shared memory (f32, or a bit container of 16 or 8 bits).
+template <typename T>
+__device__ __forceinline__ T dg_ld_shared_element(unsigned addr) {
+  if constexpr (sizeof(T) == 4) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+  } else if constexpr (sizeof(T) == 2) {
+    unsigned short bits;
+    asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(bits) : "r"(addr) : "memory");
+    return T{bits};
+  } else {
+    unsigned short bits;
+    asm volatile("ld.shared.u8 %0, [%1];\n" : "=h"(bits) : "r"(addr) : "memory");
+    return T{(unsigned char)bits};
+  }
 }
 
 // Byte offset of byte `b` of row `r` in a staged-epilogue buffer: 16-byte pieces XOR-permuted by
@@ -613,9 +636,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
           for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
       }
-      // PROMOTE: `first` of a promotion's k-tiles starts its partial sums at zero; after the
-      // `last` they are promoted (both constants where the k loops below call it).
-      auto k_tile = [&](int kt, bool first, bool last, KTileScales& mine, KTileScales& next) {
+      auto k_tile = [&](int kt, KTileScales& mine, KTileScales& next) {
         dg_mbar_wait(full(stage), phase);
         // This stage's descriptors: the k steps and m64 slices below add their offsets.
         const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
@@ -642,11 +663,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                 a_desc_stage +
                 (A_KMAJOR ? i * 64 * ROW_BYTES + ks * 32 : i * MN_BOX_BYTES + ks * 16 * 128) / 16;
             // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
-            // PROMOTE of the promotion's first k-tile.
+            // PROMOTE of the k-tile.
             if constexpr (PROMOTE) {
-              dg_wgmma(part[i], desc_a, desc_b, (ks > 0 || !first) ? 1 : 0);
+              dg_wgmma(part[i], desc_a, desc_b, ks > 0 ? 1 : 0);
             } else {
-              dg_wgmma(acc[i], desc_a, desc_b, (ks > 0 || !first) ? 1 : 0);
+              dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
             }
           }
         }
@@ -674,21 +695,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
           dg_mbar_arrive(turn(1 - consumer));
         }
-        if (PROMOTE && last) {
-          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stages back
+        if constexpr (PROMOTE) {
+          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
           // and add them in. (Measured alternative, not kept: a second set of partial sums, so
           // that k-tile kt - 1 is promoted while kt's wgmmas run, fits 64x128 per consumer; it
           // ran 128x128 tiles ~10% faster than without, but the 128x160 tiles this leaves room
           // for ran faster still, and 64x128 ping-pong no faster: bench/RESULTS.md, 2026-12-01
           // "overlapped promotion". ptxas keeps the wgmmas pipelined only if no wgmma stays in
-          // flight across the k loop's back edge once the loop reads partial sums: C7514.)
+          // flight across the k loop's back edge once the loop reads partial sums: C7514.
+          // Also measured, not kept: without K-block scales, promoting every 4 k-tiles (one
+          // k-tile of wgmmas in flight in between) ran per-tensor fp8 ~7% faster, but wgmma's
+          // longer sums put single elements of a saturating e4m3 D two ulps off: bench/RESULTS.md,
+          // 2026-12-01 "promotion every 512 of K".)
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
           dg_wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
-          if (prev_stage >= 0) release(prev_stage);
-          prev_stage = -1;
           release(stage);
           if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
             dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
@@ -710,13 +733,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         } else {
 #pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) {
-            if constexpr (PROMOTE) {
-              dg_fence_acc(part[i]);
-            } else {
-              dg_fence_acc(acc[i]);
-            }
-          }
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
           // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
           // stage goes back to the producer.
           dg_wgmma_wait<1>();
@@ -728,26 +745,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           phase ^= 1;
         }
       };
-      if constexpr (PROMOTE && PROMOTE_K_TILES == 1) {
+      if constexpr (PROMOTE) {
         // Two k-tiles per turn, the two sets of scales swapping roles (register indices must be
         // constants).
         for (int kt = 0; kt < k_tiles; kt += 2) {
-          k_tile(kt, true, true, scales[0], scales[1]);
-          if (kt + 1 < k_tiles) k_tile(kt + 1, true, true, scales[1], scales[0]);
+          k_tile(kt, scales[0], scales[1]);
+          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0]);
         }
-      } else if constexpr (PROMOTE) {
-        // Whole promotions unrolled, so that no wgmma is in flight across the loop's back edge
-        // where the loop reads the partial sums (ptxas would serialize every wgmma: C7514); the
-        // last k-tiles are promoted one by one.
-        int kt = 0;
-        for (; kt + PROMOTE_K_TILES <= k_tiles; kt += PROMOTE_K_TILES) {
-#pragma unroll
-          for (int j = 0; j < PROMOTE_K_TILES; ++j)
-            k_tile(kt + j, j == 0, j == PROMOTE_K_TILES - 1, scales[0], scales[0]);
-        }
-        for (; kt < k_tiles; ++kt) k_tile(kt, true, true, scales[0], scales[0]);
       } else {
-        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, kt == 0, false, scales[0], scales[1]);
+        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales[0], scales[1]);
       }
       if constexpr (!PROMOTE) {
         dg_wgmma_wait<0>();
@@ -768,6 +774,58 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         // of a large problem): one flag for the part instead of a test per element.
         const int part_row = m0 + first_row;
         const bool inside = part_row + WG_M <= M && n0 + TILE_N <= N;
+        // D's rows not all 16-byte aligned (ldd or D's address): a staged row of `cols` columns
+        // from (first_m + r, n) starts `skew` bytes into a 16-byte piece of D and spans up to
+        // EPI_CHUNKS + 1 pieces. The whole pieces go in 16-byte stores, each made of the two
+        // staged pieces it straddles shifted by the skew, EPI_CHUNKS slots per row as in the
+        // aligned case; then one pass stores the row's first and last pieces where they are
+        // partial (shared with the neighbouring chunks or past D's edge), element by element, a
+        // lane per row and end, so that no pass of whole pieces waits on them. D's address is a
+        // multiple of its element size (the launcher repacks it otherwise), so the skew is too.
+        auto store_skewed_rows = [&](unsigned row_buf, int first_m, int n, int cols, bool all_in) {
+          auto row_geometry = [&](int r, int& row_bytes, unsigned long long& start) {
+            const int m = first_m + r;
+            row_bytes = (!all_in && m >= M) ? 0
+                        : (all_in ? cols : min(cols, N - n)) * (int)sizeof(ElementD);
+            start = reinterpret_cast<unsigned long long>(gD + (long long)m * ldd + n);
+          };
+#pragma unroll
+          for (int pass = 0; pass < 16 * EPI_CHUNKS / 32; ++pass) {
+            const int p = pass * 32 + lane;
+            const int r = p / EPI_CHUNKS;
+            int row_bytes;
+            unsigned long long start;
+            row_geometry(r, row_bytes, start);
+            const int skew = (int)(start % 16);
+            const int piece = p % EPI_CHUNKS + (skew > 0 ? 1 : 0);
+            const int from = 16 * piece - skew;  // the piece's first byte in the staged row
+            if (from < 0 || from + 16 > row_bytes) continue;  // partial: the pass below
+            const uint4 lo = dg_ld_shared_16(row_buf + dg_epi_offset(r, 16 * (from >> 4)));
+            const uint4 hi = skew > 0 ? dg_ld_shared_16(row_buf + dg_epi_offset(r, 16 * piece)) : lo;
+            *reinterpret_cast<uint4*>(start - skew + 16 * piece) = dg_bytes_from(lo, hi, from & 15);
+          }
+          {
+            const int r = lane / 2;
+            int row_bytes;
+            unsigned long long start;
+            row_geometry(r, row_bytes, start);
+            const int skew = (int)(start % 16);
+            const int last = (row_bytes + skew - 1) / 16;  // the row's last piece
+            // Lane 2r takes piece 0, lane 2r + 1 the last one (when it is another).
+            const int piece = lane % 2 == 0 ? 0 : last;
+            const int from = 16 * piece - skew;
+            const bool partial = from < 0 || from + 16 > row_bytes;
+            if (row_bytes > 0 && partial && (lane % 2 == 0 || last > 0)) {
+              ElementD* out = reinterpret_cast<ElementD*>(start - skew + 16 * piece);
+#pragma unroll
+              for (int e = 0; e < EPI_ELEMS; ++e) {
+                const int b = from + e * (int)sizeof(ElementD);
+                if (b >= 0 && b < row_bytes)
+                  out[e] = dg_ld_shared_element<ElementD>(row_buf + dg_epi_offset(r, b));
+              }
+            }
+          }
+        };
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) {
           const int row0 = part_row + i * 64 + warp * 16;  // the warp's first row
@@ -797,6 +855,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
               }
             }
             __syncwarp();
+            if (!wide) {
+              store_skewed_rows(buf, row0, n0 + c0, min(EPI_N, TILE_N - c0), inside);
+              __syncwarp();  // the buffer is rewritten by the next chunk
+              continue;
+            }
 #pragma unroll
             for (int pass = 0; pass < 16 * EPI_CHUNKS / 32; ++pass) {
               const int p = pass * 32 + lane;

@@ -287,8 +287,18 @@ pub fn check_matrix(gpu: &Gpu, backend: Backend, cases: &[Case]) -> Vec<RunRepor
         });
         match outcome {
             Ok(report) => {
+                // What an fp8 D's per-element rule and an amax check found (a failure says which).
+                let fp8 = report.fp8.map_or(String::new(), |f| {
+                    format!(
+                        " fp8 excess {:.2e} (<= {:.2e})",
+                        f.worst_excess, f.allowed_excess
+                    )
+                });
+                let amax = report.amax.map_or(String::new(), |a| {
+                    format!(" amax error {:.2e} (<= {:.0e})", a.error, a.tolerance)
+                });
                 let line = format!(
-                    "{:<60} {:<28} error {:.2e} (< {:.0e}) unwritten {} checked {}{} repacked {:?} regs {} seed {seed}",
+                    "{:<60} {:<28} error {:.2e} (< {:.0e}){fp8}{amax} unwritten {} checked {}{} repacked {:?} regs {} seed {seed}",
                     case.name(),
                     report.plan,
                     report.error,
@@ -580,9 +590,8 @@ pub fn fp8() -> Vec<Case> {
                 .constraints(constraints),
         );
     }
-    // Without K-block scales the partial sums are promoted every 4 k-tiles: whole promotions and
-    // a tail of 1 to 3 k-tiles, ping-pong and cooperative, and a long K into an f32 D, whose
-    // error shows what the longer partial sums cost.
+    // Scales that do not depend on K (and none) on both schedules and one consumer, K not a
+    // multiple of 512, and a long K into an f32 D, whose error is the two-level sums' own.
     for (scaling, output, shape, constraints) in [
         (
             Scaling::PerTensor,

@@ -249,27 +249,6 @@ pub fn promotes(spec: &KernelSpec) -> bool {
     is_fp8(spec.a().dtype)
 }
 
-/// k-tiles whose products wgmma sums into one set of partial sums before they are promoted into
-/// the f32 sums. A K-block scale changes every k-tile, so its partial sums are promoted (and
-/// scaled) every k-tile; without one, [`UNSCALED_PROMOTION_K_TILES`]. A promotion waits for the
-/// consumer's wgmmas to finish (its partial sums are read), which stalls the tensor cores each
-/// time: between promotions one k-tile of wgmmas stays in flight as in the 16-bit kernels.
-pub fn promotion_k_tiles(spec: &KernelSpec) -> u32 {
-    if !promotes(spec) {
-        1
-    } else if k_block_scales(spec, spec.a()).is_empty() && k_block_scales(spec, spec.b()).is_empty()
-    {
-        UNSCALED_PROMOTION_K_TILES
-    } else {
-        1
-    }
-}
-
-/// k-tiles per promotion when no scale depends on K (per-tensor, per-row and per-column scales,
-/// or none): 4 x 128 = 512 of K, well inside the sums' precision (bench/RESULTS.md, the fp8
-/// per-tensor entry of 2026-12-01 at this constant's commit).
-pub const UNSCALED_PROMOTION_K_TILES: u32 = 4;
-
 /// f32 registers per consumer thread that hold results: `wg_m x tile_n` sums over 128 threads,
 /// twice when the kernel promotes (the sums and the k-tile's partial sums).
 pub fn accumulator_registers(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> u32 {
@@ -486,7 +465,6 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("A_TYPE", element_type(input).to_string()),
         ("B_TYPE", element_type(spec.b().dtype).to_string()),
         ("PROMOTE", promotes(spec).to_string()),
-        ("PROMOTE_K_TILES", promotion_k_tiles(spec).to_string()),
         ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
         ("COL_SCALES", b_scales.per_thread(plan.tile.n).to_string()),
         (
@@ -653,14 +631,9 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     ];
     if promotes(spec) {
         lines.push(format!(
-            "accumulation: two-level; every {} of K the fp8 products wgmma summed apart are \
-             promoted into the f32 sums on the CUDA cores{}",
-            t.k * promotion_k_tiles(spec),
-            if promotion_k_tiles(spec) == 1 {
-                ", times the K-block scales"
-            } else {
-                " (no scale depends on K)"
-            }
+            "accumulation: two-level; each k-tile's {} fp8 products are summed by wgmma apart and \
+             promoted into the f32 sums on the CUDA cores, times the K-block scales",
+            t.k
         ));
     }
     lines
