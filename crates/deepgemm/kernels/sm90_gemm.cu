@@ -299,6 +299,35 @@ __device__ __forceinline__ uint4 dg_bytes_from(uint4 lo, uint4 hi, int at) {
   return make_uint4(__funnelshift_r(v[0], v[1], shift), __funnelshift_r(v[1], v[2], shift),
                     __funnelshift_r(v[2], v[3], shift), __funnelshift_r(v[3], v[4], shift));
 }
+// Bytes [from, to) of the 16-byte piece of global memory at `piece` (16-byte aligned), `v` its
+// bytes in place: the widest aligned stores that cover them, at most 4 up to the first 8-byte
+// boundary and 3 after it.
+__device__ __forceinline__ void dg_store_bytes(unsigned char* piece, uint4 v, int from, int to) {
+  int b = from;
+  auto at = [&](int byte) { return dg_bytes_from(v, v, byte); };  // byte `byte` first
+#pragma unroll
+  for (int size = 1; size <= 8; size *= 2) {
+    if ((b & size) != 0 && b + size <= to) {
+      const uint4 x = at(b);
+      if (size == 1) *(piece + b) = (unsigned char)x.x;
+      if (size == 2) *reinterpret_cast<unsigned short*>(piece + b) = (unsigned short)x.x;
+      if (size == 4) *reinterpret_cast<unsigned*>(piece + b) = x.x;
+      if (size == 8) *reinterpret_cast<uint2*>(piece + b) = make_uint2(x.x, x.y);
+      b += size;
+    }
+  }
+#pragma unroll
+  for (int size = 8; size >= 1; size /= 2) {
+    if (b + size <= to) {
+      const uint4 x = at(b);
+      if (size == 1) *(piece + b) = (unsigned char)x.x;
+      if (size == 2) *reinterpret_cast<unsigned short*>(piece + b) = (unsigned short)x.x;
+      if (size == 4) *reinterpret_cast<unsigned*>(piece + b) = x.x;
+      if (size == 8) *reinterpret_cast<uint2*>(piece + b) = make_uint2(x.x, x.y);
+      b += size;
+    }
+  }
+}
 // One element of D from shared memory (f32, or a bit container of 16 or 8 bits).
 template <typename T>
 __device__ __forceinline__ T dg_ld_shared_element(unsigned addr) {
@@ -778,16 +807,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         // from (first_m + r, n) starts `skew` bytes into a 16-byte piece of D and spans up to
         // EPI_CHUNKS + 1 pieces. The whole pieces go in 16-byte stores, each made of the two
         // staged pieces it straddles shifted by the skew, EPI_CHUNKS slots per row as in the
-        // aligned case; then one pass stores the row's first and last pieces where they are
-        // partial (shared with the neighbouring chunks or past D's edge), element by element, a
-        // lane per row and end, so that no pass of whole pieces waits on them. D's address is a
-        // multiple of its element size (the launcher repacks it otherwise), so the skew is too.
-        auto store_skewed_rows = [&](unsigned row_buf, int first_m, int n, int cols, bool all_in) {
+        // aligned case. The piece a chunk shares with the next chunk of the row is stored with
+        // the next: lane r keeps row r's last staged piece (`carry`) and joins it to the next
+        // chunk's first. What is left partial, the tile's first and last pieces of each row (the
+        // neighbouring tiles hold the rest of them) and D's right edge, goes in the widest
+        // aligned stores its bytes allow. D's address is a multiple of its element size (the
+        // launcher repacks it otherwise), so the skew is too.
+        auto store_skewed_rows = [&](unsigned row_buf, int first_m, int n, int cols, bool all_in,
+                                     bool tile_first, bool tile_last, uint4& carry) {
           auto row_geometry = [&](int r, int& row_bytes, unsigned long long& start) {
             const int m = first_m + r;
             row_bytes = (!all_in && m >= M) ? 0
                         : (all_in ? cols : min(cols, N - n)) * (int)sizeof(ElementD);
             start = reinterpret_cast<unsigned long long>(gD + (long long)m * ldd + n);
+          };
+          auto staged_piece = [&](int r, int piece) {  // pieces past the row read its last
+            return dg_ld_shared_16(row_buf + dg_epi_offset(r, 16 * min(piece, EPI_CHUNKS - 1)));
           };
 #pragma unroll
           for (int pass = 0; pass < 16 * EPI_CHUNKS / 32; ++pass) {
@@ -799,36 +834,47 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             const int skew = (int)(start % 16);
             const int piece = p % EPI_CHUNKS + (skew > 0 ? 1 : 0);
             const int from = 16 * piece - skew;  // the piece's first byte in the staged row
-            if (from < 0 || from + 16 > row_bytes) continue;  // partial: the pass below
-            const uint4 lo = dg_ld_shared_16(row_buf + dg_epi_offset(r, 16 * (from >> 4)));
-            const uint4 hi = skew > 0 ? dg_ld_shared_16(row_buf + dg_epi_offset(r, 16 * piece)) : lo;
+            if (from < 0 || from + 16 > row_bytes) continue;  // partial: below
+            const uint4 lo = staged_piece(r, from >> 4);
+            const uint4 hi = skew > 0 ? staged_piece(r, piece) : lo;
             *reinterpret_cast<uint4*>(start - skew + 16 * piece) = dg_bytes_from(lo, hi, from & 15);
           }
-          {
-            const int r = lane / 2;
+          if (lane < 16) {
+            const int r = lane;
             int row_bytes;
             unsigned long long start;
             row_geometry(r, row_bytes, start);
             const int skew = (int)(start % 16);
-            const int last = (row_bytes + skew - 1) / 16;  // the row's last piece
-            // Lane 2r takes piece 0, lane 2r + 1 the last one (when it is another).
-            const int piece = lane % 2 == 0 ? 0 : last;
-            const int from = 16 * piece - skew;
-            const bool partial = from < 0 || from + 16 > row_bytes;
-            if (row_bytes > 0 && partial && (lane % 2 == 0 || last > 0)) {
-              ElementD* out = reinterpret_cast<ElementD*>(start - skew + 16 * piece);
-#pragma unroll
-              for (int e = 0; e < EPI_ELEMS; ++e) {
-                const int b = from + e * (int)sizeof(ElementD);
-                if (b >= 0 && b < row_bytes)
-                  out[e] = dg_ld_shared_element<ElementD>(row_buf + dg_epi_offset(r, b));
+            unsigned char* const row_base = reinterpret_cast<unsigned char*>(start - skew);
+            // The first piece: whole with the previous chunk's bytes, else the tile's own.
+            if ((skew > 0 || row_bytes < 16) && row_bytes > 0) {
+              const uint4 v =
+                  skew > 0 ? dg_bytes_from(carry, staged_piece(r, 0), 16 - skew) : staged_piece(r, 0);
+              const int end = min(16, skew + row_bytes);
+              if (!tile_first && end == 16) {
+                *reinterpret_cast<uint4*>(row_base) = v;
+              } else {
+                dg_store_bytes(row_base, v, tile_first ? skew : 0, end);
               }
+            }
+            // The last piece: kept for the next chunk while the row goes on, else stored.
+            const int last = (row_bytes + skew - 1) / 16;
+            const bool row_goes_on = !tile_last && row_bytes == EPI_ROW_BYTES;
+            if (row_goes_on) {
+              carry = staged_piece(r, EPI_CHUNKS - 1);
+            } else if (row_bytes > 0 && last > 0 && (row_bytes + skew) % 16 != 0) {
+              const int from = 16 * last - skew;
+              dg_store_bytes(row_base + 16 * last,
+                             dg_bytes_from(staged_piece(r, from >> 4), staged_piece(r, last),
+                                           from & 15),
+                             0, row_bytes - from);
             }
           }
         };
 #pragma unroll
         for (int i = 0; i < WG_MMAS; ++i) {
           const int row0 = part_row + i * 64 + warp * 16;  // the warp's first row
+          uint4 carry = make_uint4(0, 0, 0, 0);  // !wide: lane r's last staged piece of row r
 #pragma unroll
           for (int chunk = 0; chunk < (TILE_N + EPI_N - 1) / EPI_N; ++chunk) {
             const int c0 = chunk * EPI_N;  // the chunk's first column in the tile
@@ -856,7 +902,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             }
             __syncwarp();
             if (!wide) {
-              store_skewed_rows(buf, row0, n0 + c0, min(EPI_N, TILE_N - c0), inside);
+              store_skewed_rows(buf, row0, n0 + c0, min(EPI_N, TILE_N - c0), inside, chunk == 0,
+                                chunk == (TILE_N + EPI_N - 1) / EPI_N - 1, carry);
               __syncwarp();  // the buffer is rewritten by the next chunk
               continue;
             }
