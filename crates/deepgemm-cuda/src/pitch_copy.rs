@@ -18,7 +18,12 @@ const ENTRY: &str = "deepgemm_pitch_copy_batch";
 /// Copies one launch moves (the kernel's `DG_MAX_COPIES`; the model counts launches by it).
 pub const MAX_COPIES: usize = deepgemm::codegen::REPACK_COPIES_PER_LAUNCH as usize;
 const THREADS: u32 = 256;
-/// Destinations must be this aligned (base and pitch): every thread stores one 16-byte chunk.
+/// The grid, in waves of the blocks the GPU holds at once; the kernel's grid-stride loop takes
+/// the rest of a bigger copy, so that a thread's setup (two 64-bit divisions) serves several
+/// chunks. Two waves rather than one: a block that starts late, its SM still busy with other
+/// work, then carries half a share rather than a whole one.
+const WAVES: u32 = 2;
+/// Destinations must be this aligned (base and pitch): the kernel stores whole 16-byte chunks.
 pub const DST_ALIGN: usize = 16;
 
 /// One copy as the kernel's `dg_pitch_copy` lays it out.
@@ -37,6 +42,8 @@ struct KernelCopy {
 pub struct PitchCopy {
     module: sys::CUmodule,
     function: sys::CUfunction,
+    /// The most blocks a launch has: [`WAVES`] times those the GPU holds at once.
+    max_blocks: u32,
     ctx: Arc<cudarc::driver::CudaContext>,
 }
 
@@ -62,16 +69,20 @@ impl PitchCopy {
             .map_err(driver("cuModuleLoadData"))?;
         let name = CString::new(ENTRY).expect("no NUL");
         // SAFETY: the module is live; on error it is unloaded below.
-        match unsafe { result::module::get_function(module, name) } {
-            Ok(function) => Ok(PitchCopy {
+        let sized = unsafe { result::module::get_function(module, name) }
+            .map_err(driver("cuModuleGetFunction"))
+            .and_then(|function| Ok((function, max_blocks(gpu, function)?)));
+        match sized {
+            Ok((function, max_blocks)) => Ok(PitchCopy {
                 module,
                 function,
+                max_blocks,
                 ctx: gpu.context().clone(),
             }),
             Err(e) => {
                 // SAFETY: loaded above, used by nothing else.
                 let _ = unsafe { result::module::unload(module) };
-                Err(driver("cuModuleGetFunction")(e))
+                Err(e)
             }
         }
     }
@@ -106,7 +117,7 @@ impl PitchCopy {
 
     fn launch(&self, gpu: &Gpu, batch: &[&Copy2d]) -> Result<(), CudaError> {
         let mut table = [KernelCopy::default(); MAX_COPIES];
-        let (mut chunks, mut lines) = (0u64, 0u64);
+        let mut chunks = 0u64;
         for (slot, copy) in table.iter_mut().zip(batch) {
             *slot = KernelCopy {
                 src: copy.src,
@@ -116,12 +127,11 @@ impl PitchCopy {
                 width: copy.width as u64,
                 height: copy.height as u64,
             };
-            chunks = chunks.max(copy.width.div_ceil(16) as u64);
-            lines = lines.max(copy.height as u64);
+            chunks = chunks.max((copy.width.div_ceil(16) * copy.height) as u64);
         }
-        // The grid covers the widest and the tallest copy; the kernel loops past its edges.
-        let grid_x = chunks.div_ceil(THREADS as u64).min(1024) as u32;
-        let grid_y = lines.min(65535) as u32;
+        // A thread per 16-byte chunk of the biggest copy, up to `max_blocks`: the kernel's
+        // grid-stride loop takes the rest. The other copies' extra blocks return at once.
+        let blocks = chunks.div_ceil(THREADS as u64).min(self.max_blocks as u64) as u32;
         let mut params: [*mut c_void; 1] = [&mut table as *mut _ as *mut c_void];
         gpu.bind()?;
         // SAFETY: the function is live while `self` is; its one parameter is the 192-byte
@@ -130,7 +140,7 @@ impl PitchCopy {
         unsafe {
             result::launch_kernel(
                 self.function,
-                (grid_x, grid_y, batch.len() as u32),
+                (blocks, 1, batch.len() as u32),
                 (THREADS, 1, 1),
                 0,
                 gpu.stream(),
@@ -139,6 +149,17 @@ impl PitchCopy {
         }
         .map_err(driver("cuLaunchKernel(pitch copy)"))
     }
+}
+
+/// [`WAVES`] times the blocks of `function` the GPU holds at once, from the driver's occupancy
+/// calculator.
+fn max_blocks(gpu: &Gpu, function: sys::CUfunction) -> Result<u32, CudaError> {
+    // SAFETY: the function is live (its module is loaded); it takes no dynamic shared memory.
+    let per_sm = unsafe {
+        result::occupancy::max_active_block_per_multiprocessor(function, THREADS as i32, 0)
+    }
+    .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+    Ok(WAVES * per_sm.max(1) as u32 * gpu.info().sms)
 }
 
 // SAFETY: the module and function handles are driver objects usable from any thread; they are

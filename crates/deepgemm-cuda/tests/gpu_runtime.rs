@@ -191,9 +191,11 @@ fn gpu_cublaslt_refuses_what_it_cannot_fuse() {
 }
 
 /// The repack copy moves every byte of every line, for every source alignment, and writes
-/// nothing past a line's width (the destination's padding keeps its poison). The five copies go
-/// in one call: two launches (four copies, then one), each copy with its own width, height and
-/// load width in one grid.
+/// nothing past a line's width (the destination's padding keeps its poison). A source pitch of
+/// width + 3 + offset walks the lines' source offsets (mod 16) through many values, and every
+/// source ends where its allocation does, so that a read past the last line's last byte is one
+/// past the allocation (for compute-sanitizer's memcheck). The nine copies go in one call: three
+/// launches (four copies, four, then one), each copy with its own width and height in one grid.
 #[test]
 fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     use deepgemm_cuda::device::Copy2d;
@@ -204,16 +206,28 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     let cases = [
         (0usize, 4096usize, 3usize),
         (1, 8187, 5),
+        // Source offsets 2, 1, 0, 15, .. 3: all sixteen.
         (2, 8186, 37),
         (4, 100, 2),
         (8, 17, 70_000),
+        // Lines shorter than one 16-byte chunk.
+        (15, 7, 300),
+        // One whole chunk per line, from eight source offsets.
+        (3, 16, 9),
+        // The last aligned source word of lines 0 and 4 (the last) holds only the line's last
+        // byte: line 0's then holds the pitch's gap and line 1's first bytes too; line 4's last
+        // byte is the allocation's.
+        (1, 32, 5),
+        // More chunks than the grid has threads (2.5M): the grid-stride loop turns, its stride
+        // wrapping across lines.
+        (5, 1001, 40_000),
     ];
     let mut buffers = Vec::new();
     let mut copies = Vec::new();
     for (offset, width, height) in cases {
         let src_pitch = width + 3 + offset;
         let dst_pitch = width.next_multiple_of(16) + 16;
-        let src_bytes: Vec<u8> = (0..offset + src_pitch * height)
+        let src_bytes: Vec<u8> = (0..offset + src_pitch * (height - 1) + width)
             .map(|_| {
                 seed = seed
                     .wrapping_mul(6364136223846793005)
