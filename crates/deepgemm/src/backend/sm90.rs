@@ -19,9 +19,10 @@ use crate::spec::{Dim, KernelSpec, Layout, Operand, Role, ShapeSym};
 
 const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
 
-/// Hopper pipelines deeper than this gain nothing the model can see; bounds the proposals (the
-/// kernel takes up to [`MAX_STAGES`]).
-const MAX_PROPOSED_STAGES: u32 = 8;
+/// The deepest ring proposed (the kernel takes up to [`MAX_STAGES`]). Narrow tiles are load-latency
+/// bound where few tiles cover the problem (3001x7x3001: 47 tiles of 64x8), and bytes in flight
+/// per SM are what a deeper ring adds; beyond about 32 stages no tile is that narrow.
+const MAX_PROPOSED_STAGES: u32 = 32;
 
 /// K elements per stage: one 128-byte row of the 128-byte swizzle.
 pub const TILE_K_BYTES: u32 = 128;
