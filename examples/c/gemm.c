@@ -34,6 +34,7 @@ typedef int (*cu_dtoh_t)(void *, uint64_t, size_t);
 typedef int (*cu_sync_t)(void);
 typedef int (*cu_module_load_t)(void **, const void *);
 typedef int (*cu_module_function_t)(void **, void *, const char *);
+typedef int (*cu_module_unload_t)(void *);
 typedef int (*cu_launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, void *, void **, void **);
 static cu_alloc_t cu_alloc;
@@ -43,6 +44,7 @@ static cu_dtoh_t cu_dtoh;
 static cu_sync_t cu_sync;
 static cu_module_load_t cu_module_load;
 static cu_module_function_t cu_module_function;
+static cu_module_unload_t cu_module_unload;
 static cu_launch_t cu_launch;
 
 static int failures = 0;
@@ -82,6 +84,7 @@ static int open_driver(void) {
   cu_sync = (cu_sync_t)sym(lib, "cuCtxSynchronize");
   cu_module_load = (cu_module_load_t)sym(lib, "cuModuleLoadData");
   cu_module_function = (cu_module_function_t)sym(lib, "cuModuleGetFunction");
+  cu_module_unload = (cu_module_unload_t)sym(lib, "cuModuleUnload");
   cu_launch = (cu_launch_t)sym(lib, "cuLaunchKernel");
   int device = 0;
   void *ctx = NULL;
@@ -238,6 +241,7 @@ int main(int argc, char **argv) {
     qsort(per_call, ROUNDS, sizeof per_call[0], compare_doubles);
     printf("{\"case\": \"C dgmm_launch (M=64, %d rounds of %ld)\", \"best_us\": %.2f, \"median_us\": %.2f}\n",
            ROUNDS, bench, per_call[0], per_call[ROUNDS / 2]);
+    CHECK(cu_module_unload(module) == 0, "cuModuleUnload of the spin kernel failed");
   }
 
   dgmm_kernel_free(kernel);

@@ -396,6 +396,13 @@ mod spec_errors {
             hint: Some("`fallback nearest;`"),
         },
         Case {
+            name: "shape fallback without a mode",
+            replace: &[(8, "  shape { M = 64; N = 64; K = 64; fallback; }")],
+            at: (8, 35),
+            message: "`fallback` needs a mode",
+            hint: Some("`fallback nearest;`"),
+        },
+        Case {
             name: "shape fallback given twice",
             replace: &[(
                 8,

@@ -730,6 +730,13 @@ impl Parser<'_> {
             self.expect_semi()?;
             return Ok(ShapeItem::Fallback(mode));
         }
+        if self.at_word("fallback") && matches!(self.peek_at(1), TokenKind::Semi) {
+            let span = self.span();
+            let d = self.error_at(span, "`fallback` needs a mode");
+            d.expected = Some("a fallback: `nearest`".to_string());
+            d.hint = Some("`fallback nearest;`".to_string());
+            return Err(Reported);
+        }
         self.shape_entry().map(ShapeItem::Dim)
     }
 
