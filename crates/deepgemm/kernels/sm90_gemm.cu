@@ -328,24 +328,6 @@ __device__ __forceinline__ void dg_store_bytes(unsigned char* piece, uint4 v, in
     }
   }
 }
-// One element of D from shared memory (f32, or a bit container of 16 or 8 bits).
-template <typename T>
-__device__ __forceinline__ T dg_ld_shared_element(unsigned addr) {
-  if constexpr (sizeof(T) == 4) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-    return v;
-  } else if constexpr (sizeof(T) == 2) {
-    unsigned short bits;
-    asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(bits) : "r"(addr) : "memory");
-    return T{bits};
-  } else {
-    unsigned short bits;
-    asm volatile("ld.shared.u8 %0, [%1];\n" : "=h"(bits) : "r"(addr) : "memory");
-    return T{(unsigned char)bits};
-  }
-}
-
 // Byte offset of byte `b` of row `r` in a staged-epilogue buffer: 16-byte pieces XOR-permuted by
 // r % 8, so the 8 rows a fragment store touches at once fall in distinct banks (an fp8 row has 4
 // pieces, which must stay in their row: permuted by r % 4, two of the 8 rows share banks).
@@ -859,7 +841,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             }
             // The last piece: kept for the next chunk while the row goes on, else stored.
             const int last = (row_bytes + skew - 1) / 16;
-            const bool row_goes_on = !tile_last && row_bytes == EPI_ROW_BYTES;
+            const bool row_goes_on =
+                !tile_last && row_bytes == EPI_ROW_BYTES && (all_in || N - n > cols);
             if (row_goes_on) {
               carry = staged_piece(r, EPI_CHUNKS - 1);
             } else if (row_bytes > 0 && last > 0 && (row_bytes + skew) % 16 != 0) {
@@ -920,7 +903,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
               // The tile's columns in this piece: all of it but in an fp8 tile whose width is an
               // odd multiple of 8, whose last piece is half outside (the next tile's columns).
               const int in_tile = TILE_N - c0 - piece * EPI_ELEMS;
-              if (wide && in_tile >= EPI_ELEMS && (inside || n + EPI_ELEMS <= N)) {
+              if (in_tile >= EPI_ELEMS && (inside || n + EPI_ELEMS <= N)) {
                 *reinterpret_cast<uint4*>(out) = v;
               } else {
                 __align__(16) ElementD parts[EPI_ELEMS];

@@ -501,6 +501,15 @@ pub fn sm90_schedules() -> Vec<Case> {
     for k in [7, 64] {
         cases.push(Case::new("bf16", "bf16", (300, 700, k)).constraints(FORCED[0]));
     }
+    // D rows that are not 16-byte aligned (ld = N + 1) and end on a 64-column chunk boundary
+    // short of the tile (N - n0 = 64 in a 128-wide tile, 192 in a 208-wide one).
+    for (n, constraints) in [(192, "TILE_N == 128;"), (400, "TILE_N == 208;")] {
+        cases.push(
+            Case::new("bf16", "bf16", (300, n, 128))
+                .ld_pad(1)
+                .constraints(constraints),
+        );
+    }
     cases
 }
 
@@ -636,6 +645,14 @@ pub fn fp8() -> Vec<Case> {
                 .constraints(constraints),
         );
     }
+    // fp8 D rows of 200 bytes (every other one 8 bytes off 16) where a tile's part of D ends on a
+    // 64-column chunk boundary short of the tile (136-wide tiles, N - n0 = 64): the piece the
+    // chunk would carry into the next is the row's last.
+    cases.push(
+        Case::new("e4m3", "e4m3", (300, 200, 256))
+            .scaling(Scaling::PerTensor)
+            .constraints("TILE_N == 136;"),
+    );
     // An amax output 2 bytes off its alignment: repacked, and zeroed where the kernel writes it.
     cases.push(
         Case::new("e4m3", "e4m3", (127, 129, 255))
