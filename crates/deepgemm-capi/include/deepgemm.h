@@ -169,8 +169,9 @@ DgmmStatus dgmm_workspace_size(const DgmmKernel *kernel,
  *
  * # Safety
  * `kernel` is a live handle; `operands` points to `n_operands` operands (NULL when 0) and
- * `params` to `n_params` params (NULL when 0), each with a NUL-terminated name; the pointers
- * are device memory of the sizes the shape implies, valid until the launch completes.
+ * `params` to `n_params` params (NULL when 0; at most 16 of each), each with a NUL-terminated
+ * name; the pointers are device memory of the sizes the shape implies, valid until the launch
+ * completes.
  */
 DgmmStatus dgmm_launch(const DgmmKernel *kernel,
                        uint64_t m,

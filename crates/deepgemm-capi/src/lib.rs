@@ -301,8 +301,9 @@ pub unsafe extern "C" fn dgmm_workspace_size(
 ///
 /// # Safety
 /// `kernel` is a live handle; `operands` points to `n_operands` operands (NULL when 0) and
-/// `params` to `n_params` params (NULL when 0), each with a NUL-terminated name; the pointers
-/// are device memory of the sizes the shape implies, valid until the launch completes.
+/// `params` to `n_params` params (NULL when 0; at most 16 of each), each with a NUL-terminated
+/// name; the pointers are device memory of the sizes the shape implies, valid until the launch
+/// completes.
 #[no_mangle]
 pub unsafe extern "C" fn dgmm_launch(
     kernel: *const DgmmKernel,
@@ -358,20 +359,27 @@ pub unsafe extern "C" fn dgmm_launch(
                 dtype: None,
             };
         }
-        let mut values = Vec::with_capacity(params.len());
-        for p in params {
+        // The params too.
+        let mut values = [("", 0.0f64); 16];
+        if params.len() > values.len() {
+            return Err(invalid(format!(
+                "dgmm_launch: {} params (at most 16)",
+                params.len()
+            )));
+        }
+        for (slot, p) in values.iter_mut().zip(params) {
             // SAFETY: as the contract says.
-            values.push((
+            *slot = (
                 unsafe { text(p.name, "dgmm_launch: a param's `name`") }?,
                 p.value,
-            ));
+            );
         }
         kernel
             .kernel
             .launch(
                 Shape::new(m, n, k),
                 &bound[..operands.len()],
-                &values,
+                &values[..params.len()],
                 RawStream(stream as _),
             )
             .map_err(runtime_error)
