@@ -14,6 +14,9 @@
 #                ($OUT/overhead.jsonl)
 #     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light, warp stalls, and stall
 #                samples per SASS instruction ($OUT/profile-sass.csv; the report is kept too)
+#     breakdown  Nsight Compute's duration of each kernel a launch runs (the repack copies apart
+#                from the GEMM) at $BREAKDOWN_SHAPES (default: the odd suite), unlocked clocks
+#                ($OUT/breakdown.log)
 # One device call does a run:
 #   run(command="bash scripts/gpu.sh run", carry=[".gpu"])
 # Everything is written under /tmp/gpu-out and packed into $OUT/results.tar.gz at the end (the
@@ -109,6 +112,17 @@ tune() {
     --json "$OUT/tune.json" 2>&1 | tee "$OUT/tune.log"
 }
 
+breakdown() {
+  local rc=0
+  for s in ${BREAKDOWN_SHAPES:-4095,4097,4093 1000,3000,2000 127,129,255 17,33,65 2047,1023,4095 3001,7,3001}; do
+    echo "== ${BREAKDOWN_SPEC:-examples/gemm_bf16.dgml} at $s" | tee -a "$OUT/breakdown.log"
+    ncu --clock-control none --metrics gpu__time_duration.sum \
+      $deepgemm run "${BREAKDOWN_SPEC:-examples/gemm_bf16.dgml}" --shape "$s" --no-time 2>&1 |
+      grep -E '^  [a-z_0-9]+ \(|gpu__time_duration' | tee -a "$OUT/breakdown.log" || rc=1
+  done
+  return "$rc"
+}
+
 profile() {
   # Speed of light, warp stalls, and per-SASS-instruction stall samples (the source page) of the
   # 4096^3 bf16 kernel; the report itself is kept for the Nsight Compute GUI.
@@ -163,7 +177,7 @@ run)
   for part in "${parts[@]}"; do
     start=$SECONDS
     case "$part" in
-      tests|sanitizer|bench|tune|profile|c|overhead) "$part" || { status=1; echo "PART $part FAILED"; } ;;
+      tests|sanitizer|bench|tune|profile|breakdown|c|overhead) "$part" || { status=1; echo "PART $part FAILED"; } ;;
       python) python_tests || { status=1; echo "PART $part FAILED"; } ;;
       *) echo "unknown part $part" >&2; exit 2 ;;
     esac
@@ -172,7 +186,7 @@ run)
   exit $status
   ;;
 *)
-  echo "usage: scripts/gpu.sh pack | run [tests|c|python|overhead|sanitizer|bench|tune|profile]..." >&2
+  echo "usage: scripts/gpu.sh pack | run [tests|c|python|overhead|sanitizer|bench|tune|profile|breakdown]..." >&2
   exit 2
   ;;
 esac
