@@ -599,8 +599,8 @@ pub fn fp8() -> Vec<Case> {
                 .constraints(constraints),
         );
     }
-    // Scales that do not depend on K (and none) on both schedules and one consumer, K not a
-    // multiple of 512, and a long K into an f32 D, whose error is the two-level sums' own.
+    // Scales that do not depend on K (and none) on both schedules and one consumer over 7 to 13
+    // k-tiles, and a long K into an f32 D, whose error is the two-level sums' own.
     for (scaling, output, shape, constraints) in [
         (
             Scaling::PerTensor,
