@@ -11,8 +11,14 @@ use cudarc::driver::{result, sys};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
-/// The kernel's CUDA source.
-pub const SOURCE: &str = include_str!("../kernels/pitch_copy.cu");
+/// The kernel's CUDA source: the shared `dg_bytes_from`, then the kernel.
+pub fn source() -> String {
+    format!(
+        "{}\n{}",
+        deepgemm::codegen::BYTES_FROM_CUH,
+        include_str!("../kernels/pitch_copy.cu")
+    )
+}
 /// Its entry point.
 const ENTRY: &str = "deepgemm_pitch_copy_batch";
 /// Copies one launch moves (the kernel's `DG_MAX_COPIES`; the model counts launches by it).
@@ -58,7 +64,7 @@ impl PitchCopy {
     /// so that the runtime needs no NVRTC).
     pub fn compile(arch: &str) -> Result<Compiled, CudaError> {
         let cache = KernelCache::from_env();
-        compile_cached(SOURCE, ENTRY, arch, cache.as_ref()).map(|(c, _)| c)
+        compile_cached(&source(), ENTRY, arch, cache.as_ref()).map(|(c, _)| c)
     }
 
     /// Loads the copy kernel from a cubin that [`PitchCopy::compile`] made.

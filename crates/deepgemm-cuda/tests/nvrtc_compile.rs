@@ -153,7 +153,7 @@ fn nvrtc_compiles_the_repack_copy_kernels() {
         deepgemm_cuda::pitch_copy::MAX_COPIES
     );
     assert!(
-        deepgemm_cuda::pitch_copy::SOURCE.contains(&define),
+        deepgemm_cuda::pitch_copy::source().contains(&define),
         "{define}"
     );
     if !nvrtc_or_skip("nvrtc_compiles_the_repack_copy_kernels") {
@@ -161,7 +161,7 @@ fn nvrtc_compiles_the_repack_copy_kernels() {
     }
     let entry = "deepgemm_pitch_copy_batch";
     for arch in ["sm_80", "sm_86", "sm_89", "sm_90a"] {
-        let compiled = nvrtc::compile(deepgemm_cuda::pitch_copy::SOURCE, entry, arch)
+        let compiled = nvrtc::compile(&deepgemm_cuda::pitch_copy::source(), entry, arch)
             .unwrap_or_else(|e| panic!("{arch} {entry}: {e}"));
         // The copies table stays in the parameter bank (`__grid_constant__`) and the words that
         // `dg_bytes_from` shifts stay in registers: no local memory.

@@ -287,46 +287,27 @@ __device__ __forceinline__ void dg_stage_pair(const dg_f16*, unsigned at, float 
   dg_st_shared(at, packed);
 }
 
-// The 16 bytes that start at byte `at` (0..15) of lo:hi, by selects and funnel shifts (lanes
-// with different `at` take no divergent paths).
-__device__ __forceinline__ uint4 dg_bytes_from(uint4 lo, uint4 hi, int at) {
-  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  const int first = at >> 2, shift = (at & 3) * 8;
-  unsigned v[5];
-#pragma unroll
-  for (int i = 0; i < 5; ++i)
-    v[i] = first == 0 ? w[i] : first == 1 ? w[i + 1] : first == 2 ? w[i + 2] : w[i + 3];
-  return make_uint4(__funnelshift_r(v[0], v[1], shift), __funnelshift_r(v[1], v[2], shift),
-                    __funnelshift_r(v[2], v[3], shift), __funnelshift_r(v[3], v[4], shift));
-}
+{{BYTES_FROM}}
 // Bytes [from, to) of the 16-byte piece of global memory at `piece` (16-byte aligned), `v` its
 // bytes in place: the widest aligned stores that cover them, at most 4 up to the first 8-byte
 // boundary and 3 after it.
 __device__ __forceinline__ void dg_store_bytes(unsigned char* piece, uint4 v, int from, int to) {
   int b = from;
-  auto at = [&](int byte) { return dg_bytes_from(v, v, byte); };  // byte `byte` first
+  // Stores `size` bytes at b (aligned to `size`) and moves past them.
+  auto store = [&](int size) {
+    const uint4 x = dg_bytes_from(v, v, b);  // byte b first
+    if (size == 1) *(piece + b) = (unsigned char)x.x;
+    if (size == 2) *reinterpret_cast<unsigned short*>(piece + b) = (unsigned short)x.x;
+    if (size == 4) *reinterpret_cast<unsigned*>(piece + b) = x.x;
+    if (size == 8) *reinterpret_cast<uint2*>(piece + b) = make_uint2(x.x, x.y);
+    b += size;
+  };
 #pragma unroll
-  for (int size = 1; size <= 8; size *= 2) {
-    if ((b & size) != 0 && b + size <= to) {
-      const uint4 x = at(b);
-      if (size == 1) *(piece + b) = (unsigned char)x.x;
-      if (size == 2) *reinterpret_cast<unsigned short*>(piece + b) = (unsigned short)x.x;
-      if (size == 4) *reinterpret_cast<unsigned*>(piece + b) = x.x;
-      if (size == 8) *reinterpret_cast<uint2*>(piece + b) = make_uint2(x.x, x.y);
-      b += size;
-    }
-  }
+  for (int size = 1; size <= 8; size *= 2)
+    if ((b & size) != 0 && b + size <= to) store(size);
 #pragma unroll
-  for (int size = 8; size >= 1; size /= 2) {
-    if (b + size <= to) {
-      const uint4 x = at(b);
-      if (size == 1) *(piece + b) = (unsigned char)x.x;
-      if (size == 2) *reinterpret_cast<unsigned short*>(piece + b) = (unsigned short)x.x;
-      if (size == 4) *reinterpret_cast<unsigned*>(piece + b) = x.x;
-      if (size == 8) *reinterpret_cast<uint2*>(piece + b) = make_uint2(x.x, x.y);
-      b += size;
-    }
-  }
+  for (int size = 8; size >= 1; size /= 2)
+    if (b + size <= to) store(size);
 }
 // Byte offset of byte `b` of row `r` in a staged-epilogue buffer: 16-byte pieces XOR-permuted by
 // r % 8, so the 8 rows a fragment store touches at once fall in distinct banks (an fp8 row has 4

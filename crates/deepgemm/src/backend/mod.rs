@@ -99,16 +99,24 @@ pub trait BackendImpl: Sync {
     fn render(&self, spec: &KernelSpec, plan: &Plan) -> Result<Rendering, CodegenError>;
 
     /// The alignment in bytes the kernel's global copies need of `operand`'s pointer and leading
-    /// dimension.
-    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32;
+    /// dimension: by default the plan's copy width for A and B, an element for the others.
+    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32 {
+        copy_alignment(plan, operand)
+    }
 
     // --- The model's questions ---
 
-    /// Whether the math runs on tensor cores (the `use_tensor_cores` observable).
-    fn uses_tensor_cores(&self) -> bool;
+    /// Whether the math runs on tensor cores (the `use_tensor_cores` observable); by default it
+    /// does.
+    fn uses_tensor_cores(&self) -> bool {
+        true
+    }
 
-    /// The math instruction's dtype for inputs of `input`.
-    fn math_dtype(&self, input: DType) -> DType;
+    /// The math instruction's dtype for inputs of `input`: by default the input's own (tensor
+    /// cores multiply it as it is).
+    fn math_dtype(&self, input: DType) -> DType {
+        input
+    }
 
     /// Registers per math thread that hold A/B fragments (`accumulators`: its result registers).
     fn fragment_registers(&self, plan: &Plan, accumulators: u32, input_bytes: u32) -> u32;

@@ -13,7 +13,7 @@ use crate::plan::{
     Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, SmemSwizzle,
     ThreadLayout, Tile,
 };
-use crate::spec::{KernelSpec, Layout, Operand};
+use crate::spec::{KernelSpec, Layout};
 
 const TEMPLATE: &str = include_str!("../../kernels/sm80_gemm.cu");
 /// Accumulator registers per thread beyond which a warp tile cannot avoid spilling.
@@ -437,18 +437,6 @@ impl BackendImpl for Sm80 {
             described: describe(spec, plan),
             extra_args: Vec::new(),
         })
-    }
-
-    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32 {
-        super::copy_alignment(plan, operand)
-    }
-
-    fn uses_tensor_cores(&self) -> bool {
-        true
-    }
-
-    fn math_dtype(&self, input: DType) -> DType {
-        input
     }
 
     /// mma.sync m16n8k16 (and m16n8k8 for tf32): an A fragment is 4 registers per 16 rows, a B

@@ -15,7 +15,7 @@ use crate::plan::{
     Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, SmemSwizzle,
     ThreadLayout, Tile,
 };
-use crate::spec::{Dim, KernelSpec, Layout, Operand, Role, ShapeSym};
+use crate::spec::{Dim, KernelSpec, Layout, Role, ShapeSym};
 
 const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
 
@@ -494,6 +494,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
             producer_registers(&spec.hardware).to_string(),
         ),
         ("WGMMA", wgmma_wrapper(spec, plan.tile.n)),
+        ("BYTES_FROM", crate::codegen::BYTES_FROM_CUH.to_string()),
     ]
 }
 
@@ -746,18 +747,6 @@ impl BackendImpl for Sm90 {
                 .map(KernelArg::TensorMap)
                 .collect(),
         })
-    }
-
-    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32 {
-        super::copy_alignment(plan, operand)
-    }
-
-    fn uses_tensor_cores(&self) -> bool {
-        true
-    }
-
-    fn math_dtype(&self, input: DType) -> DType {
-        input
     }
 
     /// wgmma reads A and B from shared memory through descriptors; fp8 products are summed
