@@ -54,8 +54,10 @@ sanitizer() {
   # persistent sm90 kernel (cooperative and ping-pong), under racecheck and synccheck.
   # The fp8 kernels (cooperative, and ping-pong at M = 128) add the promotion and the scales each
   # consumer thread stages ahead through shared memory with cp.async.
+  # The ld + 1 run is repacked: its GEMM is a programmatic dependent launch behind the copy.
   for args in "bench/specs/sm90_pingpong_cluster.dgml" \
               "examples/odd_shape.dgml --shape 2100,2100,128" \
+              "examples/odd_shape.dgml --shape 2100,2100,128 --ld-pad 1" \
               "examples/fp8_block_scaled.dgml --shape 1000,1500,1000" \
               "examples/fp8_block_scaled.dgml --shape 128,1500,1000" \
               "examples/fp8_per_tensor.dgml --shape 128,1500,1000"; do

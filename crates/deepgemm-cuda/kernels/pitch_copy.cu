@@ -61,6 +61,11 @@ __device__ __forceinline__ void copy_chunk(const dg_pitch_copy& c, const unsigne
 // gridDim.z copies of `copies`, each walked by all gridDim.x blocks (gridDim.y is 1). The
 // launcher leaves empty copies out.
 extern "C" __global__ void deepgemm_pitch_copy_batch(const __grid_constant__ dg_pitch_copies copies) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The GEMM behind this copy may be launched now (its threads wait for this grid to finish and
+  // its writes to be visible before they read): its launch overlaps the copy.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const dg_pitch_copy& c = copies.copy[blockIdx.z];
   const unsigned long long chunks = (c.width + 15) / 16;  // per line
   const unsigned long long first = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;

@@ -221,7 +221,7 @@ fn resident_clusters(
         (cluster * gpu.info().sms, 1, 1),
         kernel,
         gpu.stream(),
-        &mut attribute,
+        std::slice::from_mut(&mut attribute),
     );
     let mut clusters = 0;
     // SAFETY: the function is live; the config and its one attribute outlive the call.
@@ -241,15 +241,13 @@ fn cluster_attribute(cluster: u32) -> sys::CUlaunchAttribute {
     attribute
 }
 
-/// A `cuLaunchKernelEx` configuration; `attribute` (the cluster shape) is used when the kernel
-/// has clusters.
+/// A `cuLaunchKernelEx` configuration with `attributes` (they must outlive it).
 fn launch_config(
     grid: (u32, u32, u32),
     kernel: &GeneratedKernel,
     stream: sys::CUstream,
-    attribute: &mut sys::CUlaunchAttribute,
+    attributes: &mut [sys::CUlaunchAttribute],
 ) -> sys::CUlaunchConfig {
-    let clustered = kernel.grid.cluster > 1;
     sys::CUlaunchConfig {
         gridDimX: grid.0,
         gridDimY: grid.1,
@@ -259,13 +257,24 @@ fn launch_config(
         blockDimZ: 1,
         sharedMemBytes: kernel.smem_bytes,
         hStream: stream,
-        attrs: if clustered {
-            attribute as *mut _
-        } else {
+        attrs: if attributes.is_empty() {
             std::ptr::null_mut()
+        } else {
+            attributes.as_mut_ptr()
         },
-        numAttrs: u32::from(clustered),
+        numAttrs: attributes.len() as u32,
     }
+}
+
+/// Programmatic dependent launch: the kernel may start before the kernel ahead of it on the
+/// stream has finished; its `dg_wait_for_prior_grids` holds every thread until that grid is done
+/// and its writes are visible.
+fn early_start_attribute() -> sys::CUlaunchAttribute {
+    // SAFETY: a plain C struct/union, for which all-zero is a valid value.
+    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    attribute
 }
 
 /// A loaded function's registers, local memory and static shared memory, from the driver: what
@@ -678,7 +687,83 @@ pub fn check_operand(
     Ok(())
 }
 
+/// A launch that is the kernel alone (no repack, no zeroing, no workspace): its grid and
+/// argument values are all it needs, so the runtime keeps it and enqueues it again when the
+/// next launch's arguments are the same.
+#[derive(Debug, Clone)]
+pub struct KernelOnly {
+    grid: (u32, u32, u32),
+    values: Vec<ArgValue>,
+}
+
+impl KernelOnly {
+    /// Enqueues the kernel of `kernel`, which must be the one it was prepared for.
+    pub fn enqueue(&self, gpu: &Gpu, kernel: &LoadedKernel) -> Result<(), CudaError> {
+        launch_kernel(gpu, kernel, self.grid, &self.values, false)
+    }
+}
+
+/// `cuLaunchKernelEx` of `loaded` (with its cluster shape) on the GPU's stream; with
+/// `early_start`, as a programmatic dependent launch of the kernel enqueued just before it.
+fn launch_kernel(
+    gpu: &Gpu,
+    loaded: &LoadedKernel,
+    grid: (u32, u32, u32),
+    values: &[ArgValue],
+    early_start: bool,
+) -> Result<(), CudaError> {
+    // The driver only reads through these pointers (it copies the values at launch), so they
+    // may point into `values` without a copy.
+    let mut params: Vec<*mut c_void> = values
+        .iter()
+        .map(|value| match value {
+            ArgValue::Pointer(p) => p as *const u64 as *mut c_void,
+            ArgValue::LeadingDim(v) => v as *const i64 as *mut c_void,
+            ArgValue::Extent(v) => v as *const i32 as *mut c_void,
+            ArgValue::Param(v) => v as *const f32 as *mut c_void,
+            ArgValue::TensorMap(map) => map as *const sys::CUtensorMap as *mut c_void,
+        })
+        .collect();
+    let kernel = &loaded.kernel;
+    gpu.bind()?;
+    let mut attributes = [
+        cluster_attribute(kernel.grid.cluster),
+        early_start_attribute(),
+    ];
+    let used = match (kernel.grid.cluster > 1, early_start) {
+        (true, true) => &mut attributes[..],
+        (true, false) => &mut attributes[..1],
+        (false, true) => &mut attributes[1..],
+        (false, false) => &mut attributes[..0],
+    };
+    let config = launch_config(grid, kernel, gpu.stream(), used);
+    // SAFETY: the function is live while `loaded` is; `params` points at values of the exact C
+    // types of the kernel's parameters (CUdeviceptr, long long, int, float, the 128-byte
+    // CUtensorMap), in its argument order, and outlives the call (the driver copies them at
+    // launch); the config's attribute outlives it too.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            loaded.function,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(driver("cuLaunchKernelEx"))
+}
+
 impl Prepared<'_> {
+    /// The launch as a [`KernelOnly`], when nothing runs around the kernel.
+    pub fn kernel_only(&self) -> Option<KernelOnly> {
+        (self.repacks.is_empty() && self.zeroed.is_empty() && self._workspace.is_none()).then(
+            || KernelOnly {
+                grid: self.grid,
+                values: self.values.clone(),
+            },
+        )
+    }
+
     /// The launch grid, in blocks.
     pub fn grid(&self) -> (u32, u32, u32) {
         self.grid
@@ -706,37 +791,10 @@ impl Prepared<'_> {
         for &(ptr, len) in &self.zeroed {
             gpu.memset(ptr, 0, len)?;
         }
-        // The driver only reads through these pointers (it copies the values at launch), so
-        // they may point into `self` without a copy of the values.
-        let mut params: Vec<*mut c_void> = self
-            .values
-            .iter()
-            .map(|value| match value {
-                ArgValue::Pointer(p) => p as *const u64 as *mut c_void,
-                ArgValue::LeadingDim(v) => v as *const i64 as *mut c_void,
-                ArgValue::Extent(v) => v as *const i32 as *mut c_void,
-                ArgValue::Param(v) => v as *const f32 as *mut c_void,
-                ArgValue::TensorMap(map) => map as *const sys::CUtensorMap as *mut c_void,
-            })
-            .collect();
-        let kernel = &self.kernel.kernel;
-        gpu.bind()?;
-        let mut attribute = cluster_attribute(kernel.grid.cluster);
-        let config = launch_config(self.grid, kernel, gpu.stream(), &mut attribute);
-        // SAFETY: the function is live while `self.kernel` is; `params` points at values of the
-        // exact C types of the kernel's parameters (CUdeviceptr, long long, int, float, the
-        // 128-byte CUtensorMap), in its argument order, and outlives the call (the driver copies
-        // them at launch); the config's attribute outlives it too.
-        unsafe {
-            sys::cuLaunchKernelEx(
-                &config,
-                self.kernel.function,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        }
-        .result()
-        .map_err(driver("cuLaunchKernelEx"))?;
+        // Right behind the copy kernel, the GEMM's launch and prologue overlap the copy (a small
+        // repack is launch-bound): its blocks wait for the copy's writes before reading.
+        let after_copy = !batched.is_empty() && self.zeroed.is_empty();
+        launch_kernel(gpu, self.kernel, self.grid, &self.values, after_copy)?;
         for repack in self.repacks.iter().filter(|r| r.copy_out) {
             gpu.copy_2d(repack.copy_back())?;
         }

@@ -197,6 +197,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let b = gpu.alloc((n * k * 2) as usize + 64)?;
     let bias = gpu.alloc((n * 2) as usize + 64)?;
     let d = gpu.alloc((m * n * 2) as usize + 64)?;
+    let other_d = gpu.alloc((m * n * 2) as usize + 64)?;
     let stream = RawStream(std::ptr::null_mut());
     for (label, offset) in [("aligned", 0u64), ("2-byte offset (repacked)", 2)] {
         let ops = [
@@ -274,9 +275,29 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 },
                 || Ok(()),
             )?;
+            // A launch that repeats the last one's arguments reuses its plan; alternating D
+            // between two buffers makes every launch check and plan again.
+            let mut other_ops = ops;
+            other_ops[3].ptr = other_d.ptr();
+            let mut turn = false;
+            let alternating = time_rounds(
+                &helpers,
+                calls,
+                rounds,
+                || {
+                    turn = !turn;
+                    let ops = if turn { &other_ops } else { &ops };
+                    Ok(kernel.launch(shape, ops, &params, stream)?)
+                },
+                sync,
+            )?;
             let prepared = kernel.prepare(shape, &ops, &params, stream)?;
             let enqueue = time_rounds(&helpers, calls, rounds, || Ok(prepared.enqueue()?), sync)?;
             for (part, (host, _)) in [
+                (
+                    "Kernel::launch, aligned, D alternating between two buffers (planned every call)",
+                    alternating,
+                ),
                 ("Kernel::bind alone (checks, no GPU call)", bind),
                 (
                     "Kernel::prepare alone (checks and planning, no GPU call)",

@@ -11,9 +11,10 @@
 use cudarc::driver::sys;
 use deepgemm::codegen::TensorMapArg;
 use deepgemm::dtype::DType;
+use deepgemm::plan::Shape;
 use deepgemm::reference::Geometry;
 use deepgemm_cuda::device::{DeviceBuffer, Gpu, RawStream};
-use deepgemm_cuda::launch::{LaunchResources, Scratch};
+use deepgemm_cuda::launch::{KernelOnly, LaunchResources, Scratch};
 use deepgemm_cuda::pitch_copy::PitchCopy;
 use deepgemm_cuda::{tensor_map, CudaError};
 use std::collections::HashMap;
@@ -46,9 +47,77 @@ pub(crate) struct VariantState {
     scratch: HashMap<RawStream, Vec<Option<DeviceBuffer>>>,
     /// Buffers replaced by larger ones, kept for launches still in flight.
     retired: Vec<DeviceBuffer>,
+    /// The last launch, when it was the kernel alone: the next one with the same arguments
+    /// enqueues it again without checking and planning them again.
+    pub(crate) last: Option<RepeatableLaunch>,
     /// Counters for tests and `inspect`-style reports.
     pub(crate) encodes: u64,
     pub(crate) allocations: u64,
+}
+
+/// A planned launch and the arguments its plan was made from.
+pub(crate) struct RepeatableLaunch {
+    pub(crate) key: LaunchKey,
+    pub(crate) launch: KernelOnly,
+}
+
+/// Everything a launch's checks and plan depend on: the shape, the stream, each operand as
+/// given (name, address, leading dimension, dtype) and each param.
+#[derive(Debug)]
+pub(crate) struct LaunchKey {
+    shape: Shape,
+    stream: RawStream,
+    operands: Vec<(String, u64, u64, Option<DType>)>,
+    params: Vec<(String, u64)>,
+}
+
+impl LaunchKey {
+    pub(crate) fn new(
+        shape: Shape,
+        stream: RawStream,
+        operands: &[crate::Operand],
+        params: &[(&str, f64)],
+    ) -> LaunchKey {
+        LaunchKey {
+            shape,
+            stream,
+            operands: operands
+                .iter()
+                .map(|o| (o.name.to_string(), o.ptr, o.ld, o.dtype))
+                .collect(),
+            params: params
+                .iter()
+                .map(|&(name, value)| (name.to_string(), value.to_bits()))
+                .collect(),
+        }
+    }
+
+    /// Whether these arguments are the key's, given in the same order (a param is compared by
+    /// its bits, so that NaN equals itself and 0.0 differs from -0.0).
+    pub(crate) fn is(
+        &self,
+        shape: Shape,
+        stream: RawStream,
+        operands: &[crate::Operand],
+        params: &[(&str, f64)],
+    ) -> bool {
+        self.shape == shape
+            && self.stream == stream
+            && self.operands.len() == operands.len()
+            && self.params.len() == params.len()
+            && self
+                .operands
+                .iter()
+                .zip(operands)
+                .all(|((name, ptr, ld, dtype), o)| {
+                    name == o.name && *ptr == o.ptr && *ld == o.ld && *dtype == o.dtype
+                })
+            && self
+                .params
+                .iter()
+                .zip(params)
+                .all(|((name, bits), &(given, value))| name == given && *bits == value.to_bits())
+    }
 }
 
 /// [`LaunchResources`] over a variant's state for one launch on `stream`.
@@ -109,5 +178,58 @@ impl LaunchResources for Pooled<'_> {
 
     fn pitch_copy(&mut self, _gpu: &Gpu) -> Result<Arc<PitchCopy>, CudaError> {
         Ok(self.pitch_copy.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Operand;
+
+    fn operand(name: &str, ptr: u64, ld: u64) -> Operand<'_> {
+        Operand {
+            name,
+            ptr,
+            ld,
+            dtype: None,
+        }
+    }
+
+    #[test]
+    fn a_launch_key_matches_only_the_same_arguments() {
+        let shape = Shape::new(64, 256, 384);
+        let stream = RawStream(std::ptr::null_mut());
+        let ops = [operand("A", 0x1000, 384), operand("D", 0x9000, 256)];
+        let params = [("alpha", 1.5)];
+        let key = LaunchKey::new(shape, stream, &ops, &params);
+        assert!(key.is(shape, stream, &ops, &params));
+
+        let other_stream = RawStream(0x10 as sys::CUstream);
+        assert!(!key.is(Shape::new(65, 256, 384), stream, &ops, &params));
+        assert!(!key.is(shape, other_stream, &ops, &params));
+        let changed: [[Operand; 2]; 5] = [
+            [operand("A", 0x1000, 384), operand("D", 0x9100, 256)],
+            [operand("A", 0x1000, 385), operand("D", 0x9000, 256)],
+            [operand("D", 0x9000, 256), operand("A", 0x1000, 384)],
+            [operand("A", 0x1000, 384), operand("C", 0x9000, 256)],
+            [
+                operand("A", 0x1000, 384),
+                Operand {
+                    dtype: Some(DType::Bf16),
+                    ..operand("D", 0x9000, 256)
+                },
+            ],
+        ];
+        for ops in &changed {
+            assert!(!key.is(shape, stream, ops, &params), "{ops:?}");
+        }
+        assert!(!key.is(shape, stream, &ops[..1], &params));
+        assert!(!key.is(shape, stream, &ops, &[("alpha", 1.25)]));
+        assert!(!key.is(shape, stream, &ops, &[("beta", 1.5)]));
+        assert!(!key.is(shape, stream, &ops, &[]));
+        let zero = LaunchKey::new(shape, stream, &ops, &[("alpha", 0.0)]);
+        assert!(!zero.is(shape, stream, &ops, &[("alpha", -0.0)]));
+        let nan = LaunchKey::new(shape, stream, &ops, &[("alpha", f64::NAN)]);
+        assert!(nan.is(shape, stream, &ops, &[("alpha", f64::NAN)]));
     }
 }

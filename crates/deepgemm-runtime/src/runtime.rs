@@ -3,7 +3,7 @@
 use crate::bundle::{BundleFile, BundleHeader, BundleVariant};
 use crate::dispatch::Dispatch;
 use crate::error::RuntimeError;
-use crate::pool::{Pooled, VariantState};
+use crate::pool::{LaunchKey, Pooled, RepeatableLaunch, VariantState};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Shape;
 use deepgemm::reference::operand_geometry;
@@ -284,14 +284,28 @@ impl Kernel {
         stream: RawStream,
     ) -> Result<(), RuntimeError> {
         let variant = self.select(shape)?;
-        let args = self.bind(shape, operands, params)?;
         // The variant's lock is held from planning to enqueue, so that two threads launching it
         // on one stream cannot interleave their repack copies into the same scratch.
         let mut state = variant.lock();
+        let gpu = self.gpu.on_stream(stream);
+        // The checks and the plan depend only on these arguments: the same ones as last time
+        // passed them and planned this launch (a decode loop over fixed buffers repeats them).
+        if let Some(last) = &state.last {
+            if last.key.is(shape, stream, operands, params) {
+                return last
+                    .launch
+                    .enqueue(&gpu, &variant.loaded.0)
+                    .map_err(|e| self.launch_error(e));
+            }
+        }
+        let args = self.bind(shape, operands, params)?;
         let prepared = self.prepare_locked(variant, &mut state, &args, stream)?;
-        prepared
-            .enqueue(&self.gpu.on_stream(stream))
-            .map_err(|e| self.launch_error(e))
+        prepared.enqueue(&gpu).map_err(|e| self.launch_error(e))?;
+        state.last = prepared.kernel_only().map(|launch| RepeatableLaunch {
+            key: LaunchKey::new(shape, stream, operands, params),
+            launch,
+        });
+        Ok(())
     }
 
     /// Checks and plans a launch once, for a caller that launches the same shape on the same

@@ -168,6 +168,69 @@ fn gpu_bundle_dispatch_and_caches() {
     }
 }
 
+/// A launch whose arguments are the last one's reuses its plan (no checks, no planning again);
+/// a change of any pointer or param must plan again. Two problems (own buffers, own alpha and
+/// beta), launched in the order 1, 1, 2, 2, 1, then problem 1 with a new alpha on the same
+/// buffers: every launch's output is poisoned before and checked against the reference after.
+#[test]
+fn gpu_bundle_repeated_launches_follow_their_arguments() {
+    let runtime = runtime();
+    let gpu = runtime.gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = gpu_support::parse(
+        "kernel axpby {
+           target h200;
+           input  A: bf16[M, K] row;
+           input  B: bf16[K, N] col;
+           input  C: bf16[M, N] row;
+           output D: bf16[M, N] row;
+           param  alpha: f32 = 1.0;
+           param  beta: f32 = 0.5;
+           epilogue D = alpha * acc + beta * C;
+           shape { M = 256; N = 384; K = 320; }
+         }",
+    );
+    let bundle = bundle_from_disk(&runtime, &spec, dir.path());
+    let kernel = bundle.kernel(None).unwrap();
+    let shape = Shape::new(256, 384, 320);
+    let mut problems: Vec<DeviceProblem> = [(1.0, 0.5), (-2.0, 0.25)]
+        .iter()
+        .map(|&(alpha, beta)| {
+            let options = deepgemm_cuda::runner::RunOptions {
+                seed: fresh_seed(),
+                params: vec![("alpha".into(), alpha), ("beta".into(), beta)],
+                ..Default::default()
+            };
+            DeviceProblem::upload(gpu, &spec, shape, &options).unwrap()
+        })
+        .collect();
+    let launch_and_check = |device: &DeviceProblem, what: &str| {
+        device.poison_output(gpu).unwrap();
+        let params: Vec<(&str, f64)> = device
+            .problem
+            .params
+            .iter()
+            .map(|(n, v)| (n.as_str(), *v))
+            .collect();
+        kernel
+            .launch(shape, &operands(device), &params, gpu.raw_stream())
+            .unwrap();
+        let check = device.check(gpu, &spec).unwrap();
+        println!(
+            "{what}: error {:.2e}, unwritten {}",
+            check.error, check.unwritten
+        );
+        assert!(check.passed, "{what}: error {:.2e}", check.error);
+    };
+    launch_and_check(&problems[0], "problem 1");
+    launch_and_check(&problems[0], "problem 1 again");
+    launch_and_check(&problems[1], "problem 2 (other buffers and params)");
+    launch_and_check(&problems[1], "problem 2 again");
+    launch_and_check(&problems[0], "problem 1 after problem 2");
+    problems[0].problem.params[0].1 = 3.0;
+    launch_and_check(&problems[0], "problem 1, alpha = 3 on the same buffers");
+}
+
 /// `fallback nearest;`: shapes outside the declared ones (past the M range, another N, another K)
 /// run on the nearest bucket's variant with their own extents, and the result is exact.
 #[test]

@@ -241,6 +241,16 @@ struct dg_amax {
 };
 
 // ---- tile order -----------------------------------------------------------------------------
+// Programmatic dependent launch: right behind the repack copy the GEMM is launched early, so
+// its launch and prologue overlap the copy. Every thread waits here, before its first read of
+// global memory, until the grid ahead of it has finished and its writes are visible. A kernel
+// launched without that attribute passes at once; before sm_90 there is no such launch.
+__device__ __forceinline__ void dg_wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // Output tiles are visited in column-major groups of GROUP_M tile rows, so the blocks resident
 // at one time share A rows and B columns in L2. GROUP_M = 1 is plain row-major order.
 template <int GROUP_M>

@@ -61,6 +61,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   extern __shared__ __align__(16) unsigned char dg_smem[];
   Acc* smem_a = reinterpret_cast<Acc*>(dg_smem);
   Acc* smem_b = smem_a + STAGES * A_STAGE_ELEMS;
+  dg_wait_for_prior_grids();
 
   int tile_m, tile_n;
   dg_tile_coords<GROUP_M>(blockIdx.x, (M + TILE_M - 1) / TILE_M, (N + TILE_N - 1) / TILE_N,

@@ -394,6 +394,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   } else {
     __syncthreads();
   }
+  // The barriers' set-up above overlaps the repack copy ahead of this kernel, if any.
+  dg_wait_for_prior_grids();
 
   const int tiles_m = (M + TILE_M - 1) / TILE_M;
   const int tiles_n = (N + TILE_N - 1) / TILE_N;
