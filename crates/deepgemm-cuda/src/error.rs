@@ -43,8 +43,6 @@ pub enum CudaError {
         /// The compiler log with each error's generated source line quoted.
         report: String,
     },
-    #[error("`{entry}` compiled, but its resource report could not be read:\n{log}")]
-    ResourceReport { entry: String, log: String },
     #[error(
         "kernel `{entry}` was built for {kernel_arch}, which cannot run on this GPU ({gpu}, \
          {gpu_arch}); generate it for target {gpu_arch}"

@@ -217,20 +217,13 @@ pub fn compile(source: &str, entry: &str, arch: &str) -> Result<Compiled, CudaEr
         .map(|chars| c_chars_to_string(&chars))
         .map_err(nvrtc_err("nvrtcGetPTX"))?;
     let cubin = program.cubin()?;
-    // NVRTC 13.0 on the H200 machine returns an empty log for a few programs that compile (1 of
-    // ~150 in the GPU matrix, reproducibly; never here). Their resources are then read from the
-    // driver when the kernel is loaded (`reported` stays false). A log without the report is an
-    // error.
-    let resources = match parse_resources(&log, entry) {
-        Some(resources) => resources,
-        None if log.trim().is_empty() => Resources::default(),
-        None => {
-            return Err(CudaError::ResourceReport {
-                entry: entry.into(),
-                log: log.clone(),
-            })
-        }
-    };
+    // NVRTC 13.0 on the H200 machine sometimes leaves ptxas's report out of the log of a program
+    // that compiles: an empty log (1 of ~150 programs in the GPU matrix, reproducibly), or only
+    // the front end's warnings (4 of the 6 odd-suite GEMMs in one run, 2026-12-01; never on the
+    // CPU machines, where CI checks every report). The resources are then read from the driver
+    // when the kernel is loaded (`reported` stays false), which counts any local memory as
+    // spills.
+    let resources = parse_resources(&log, entry).unwrap_or_default();
     Ok(Compiled {
         entry: entry.into(),
         arch: arch.into(),

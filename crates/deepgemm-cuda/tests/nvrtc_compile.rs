@@ -165,6 +165,10 @@ fn nvrtc_compiles_the_repack_copy_kernels() {
             .unwrap_or_else(|e| panic!("{arch} {entry}: {e}"));
         // The copies table stays in the parameter bank (`__grid_constant__`) and the words that
         // `dg_bytes_from` shifts stay in registers: no local memory.
+        assert!(
+            compiled.resources.reported,
+            "{arch} {entry}: no ptxas report"
+        );
         assert!(!compiled.resources.spills(), "{arch} {entry}");
         assert_eq!(compiled.resources.stack_frame_bytes, 0, "{arch} {entry}");
         assert!(compiled.ptx.contains(&format!(".entry {entry}")), "{arch}");
@@ -181,6 +185,7 @@ fn nvrtc_compiles_the_tma_cluster_smoke_kernel() {
     let source = include_str!("kernels/tma_cluster_smoke.cu");
     let entry = "deepgemm_tma_cluster_smoke";
     let compiled = nvrtc::compile(source, entry, "sm_90a").unwrap_or_else(|e| panic!("{e}"));
+    assert!(compiled.resources.reported, "no ptxas report");
     assert!(!compiled.resources.spills());
     assert_eq!(compiled.resources.stack_frame_bytes, 0);
     for instruction in [

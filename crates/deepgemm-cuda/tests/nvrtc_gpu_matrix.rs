@@ -39,6 +39,10 @@ fn nvrtc_every_gpu_matrix_kernel_builds() {
     }
     for (source, (k, name)) in &sources {
         match nvrtc::compile(source, &k.entry, &k.arch) {
+            Ok(c) if !c.resources.reported => failures.push(format!(
+                "{name} ({}): no ptxas report in the log",
+                k.plan.label()
+            )),
             Ok(c) if c.resources.spills() => failures.push(format!(
                 "{name} ({}): spills {:?}",
                 k.plan.label(),

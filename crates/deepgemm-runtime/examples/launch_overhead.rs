@@ -129,10 +129,12 @@ fn time_rounds(
 }
 
 /// The driver's floor: `cuLaunchKernelEx` of an empty kernel with `PARAMS` parameters.
+/// With `vary`, one parameter's value changes on every call (as a launch on other buffers does).
 fn driver_floor(
     helpers: &HelperKernels,
     calls: usize,
     rounds: usize,
+    vary: bool,
 ) -> Result<(f64, f64, f64), Box<dyn std::error::Error>> {
     let mut values = [0u64; PARAMS];
     let config = sys::CUlaunchConfig {
@@ -152,6 +154,9 @@ fn driver_floor(
         calls,
         rounds,
         || {
+            if vary {
+                values[0] ^= 256;
+            }
             let mut params: [*mut c_void; PARAMS] =
                 std::array::from_fn(|i| &mut values[i] as *mut u64 as *mut c_void);
             // SAFETY: the function is live; params point at PARAMS u64 values that outlive the call.
@@ -312,10 +317,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let (best, median, with_sync) = driver_floor(&helpers, calls, rounds)?;
-    println!(
-        "{{\"case\": \"driver floor: cuLaunchKernelEx of an empty kernel, {PARAMS} params\", \
-         \"best_us\": {best:.2}, \"median_us\": {median:.2}, \"with_sync_us\": {with_sync:.2}}}"
-    );
+    for (vary, label) in [(false, ""), (true, ", one changing every call")] {
+        let (best, median, with_sync) = driver_floor(&helpers, calls, rounds, vary)?;
+        println!(
+            "{{\"case\": \"driver floor: cuLaunchKernelEx of an empty kernel, {PARAMS} params{label}\", \
+             \"best_us\": {best:.2}, \"median_us\": {median:.2}, \"with_sync_us\": {with_sync:.2}}}"
+        );
+    }
     Ok(())
 }
