@@ -754,14 +754,25 @@ fn launch_kernel(
 }
 
 impl Prepared<'_> {
-    /// The launch as a [`KernelOnly`], when nothing runs around the kernel.
-    pub fn kernel_only(&self) -> Option<KernelOnly> {
-        (self.repacks.is_empty() && self.zeroed.is_empty() && self._workspace.is_none()).then(
-            || KernelOnly {
-                grid: self.grid,
-                values: self.values.clone(),
-            },
-        )
+    /// Keeps the launch in `kept` as a [`KernelOnly`] when nothing runs around the kernel
+    /// (reusing `kept`'s allocation), else leaves `None` there.
+    pub fn keep_kernel_only(&self, kept: &mut Option<KernelOnly>) {
+        if !(self.repacks.is_empty() && self.zeroed.is_empty() && self._workspace.is_none()) {
+            *kept = None;
+            return;
+        }
+        match kept {
+            Some(launch) => {
+                launch.grid = self.grid;
+                launch.values.clone_from(&self.values);
+            }
+            None => {
+                *kept = Some(KernelOnly {
+                    grid: self.grid,
+                    values: self.values.clone(),
+                })
+            }
+        }
     }
 
     /// The launch grid, in blocks.

@@ -55,10 +55,12 @@ pub(crate) struct VariantState {
     pub(crate) allocations: u64,
 }
 
-/// A planned launch and the arguments its plan was made from.
+/// The last planned launch of a variant and the arguments its plan was made from; `launch` is
+/// `None` when it was more than the kernel alone (repacks, zeroing, a workspace). Updated in
+/// place, so that a caller alternating buffers allocates nothing here.
 pub(crate) struct RepeatableLaunch {
     pub(crate) key: LaunchKey,
-    pub(crate) launch: KernelOnly,
+    pub(crate) launch: Option<KernelOnly>,
 }
 
 /// Everything a launch's checks and plan depend on: the shape, the stream, each operand as
@@ -78,17 +80,53 @@ impl LaunchKey {
         operands: &[crate::Operand],
         params: &[(&str, f64)],
     ) -> LaunchKey {
-        LaunchKey {
+        let mut key = LaunchKey {
             shape,
             stream,
-            operands: operands
-                .iter()
-                .map(|o| (o.name.to_string(), o.ptr, o.ld, o.dtype))
-                .collect(),
-            params: params
-                .iter()
-                .map(|&(name, value)| (name.to_string(), value.to_bits()))
-                .collect(),
+            operands: Vec::new(),
+            params: Vec::new(),
+        };
+        key.set(shape, stream, operands, params);
+        key
+    }
+
+    /// Makes these arguments the key's, reusing its names' allocations.
+    pub(crate) fn set(
+        &mut self,
+        shape: Shape,
+        stream: RawStream,
+        operands: &[crate::Operand],
+        params: &[(&str, f64)],
+    ) {
+        fn set_name(slot: &mut String, name: &str) {
+            if slot != name {
+                slot.clear();
+                slot.push_str(name);
+            }
+        }
+        self.shape = shape;
+        self.stream = stream;
+        self.operands.truncate(operands.len());
+        for (i, o) in operands.iter().enumerate() {
+            match self.operands.get_mut(i) {
+                Some(slot) => {
+                    set_name(&mut slot.0, o.name);
+                    (slot.1, slot.2, slot.3) = (o.ptr, o.ld, o.dtype);
+                }
+                None => self
+                    .operands
+                    .push((o.name.to_string(), o.ptr, o.ld, o.dtype)),
+            }
+        }
+        self.params.truncate(params.len());
+        for (i, &(name, value)) in params.iter().enumerate() {
+            match self.params.get_mut(i) {
+                Some(slot) => {
+                    set_name(&mut slot.0, name);
+                    slot.1 = value.to_bits();
+                }
+                None => self.params.push((name.to_string(), value.to_bits())),
+            }
         }
     }
 
@@ -231,5 +269,21 @@ mod tests {
         assert!(!zero.is(shape, stream, &ops, &[("alpha", -0.0)]));
         let nan = LaunchKey::new(shape, stream, &ops, &[("alpha", f64::NAN)]);
         assert!(nan.is(shape, stream, &ops, &[("alpha", f64::NAN)]));
+
+        // `set` makes another launch's arguments the key's, more of them or fewer.
+        let mut key = key;
+        for ops in &changed {
+            key.set(shape, other_stream, ops, &[("beta", 2.0)]);
+            assert!(
+                key.is(shape, other_stream, ops, &[("beta", 2.0)]),
+                "{ops:?}"
+            );
+            assert!(!key.is(shape, stream, ops, &[("beta", 2.0)]), "{ops:?}");
+        }
+        key.set(shape, stream, &ops[..1], &[]);
+        assert!(key.is(shape, stream, &ops[..1], &[]));
+        assert!(!key.is(shape, stream, &ops, &[]));
+        key.set(shape, stream, &ops, &params);
+        assert!(key.is(shape, stream, &ops, &params));
     }
 }

@@ -290,10 +290,13 @@ impl Kernel {
         let gpu = self.gpu.on_stream(stream);
         // The checks and the plan depend only on these arguments: the same ones as last time
         // passed them and planned this launch (a decode loop over fixed buffers repeats them).
-        if let Some(last) = &state.last {
-            if last.key.is(shape, stream, operands, params) {
-                return last
-                    .launch
+        if let Some(RepeatableLaunch {
+            key,
+            launch: Some(launch),
+        }) = &state.last
+        {
+            if key.is(shape, stream, operands, params) {
+                return launch
                     .enqueue(&gpu, &variant.loaded.0)
                     .map_err(|e| self.launch_error(e));
             }
@@ -301,10 +304,20 @@ impl Kernel {
         let args = self.bind(shape, operands, params)?;
         let prepared = self.prepare_locked(variant, &mut state, &args, stream)?;
         prepared.enqueue(&gpu).map_err(|e| self.launch_error(e))?;
-        state.last = prepared.kernel_only().map(|launch| RepeatableLaunch {
-            key: LaunchKey::new(shape, stream, operands, params),
-            launch,
-        });
+        match &mut state.last {
+            Some(last) => {
+                last.key.set(shape, stream, operands, params);
+                prepared.keep_kernel_only(&mut last.launch);
+            }
+            None => {
+                let mut launch = None;
+                prepared.keep_kernel_only(&mut launch);
+                state.last = Some(RepeatableLaunch {
+                    key: LaunchKey::new(shape, stream, operands, params),
+                    launch,
+                });
+            }
+        }
         Ok(())
     }
 
