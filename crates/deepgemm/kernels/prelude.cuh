@@ -242,9 +242,10 @@ struct dg_amax {
 
 // ---- tile order -----------------------------------------------------------------------------
 // Programmatic dependent launch: right behind the repack copy the GEMM is launched early, so
-// its launch and prologue overlap the copy. Every thread waits here, before its first read of
-// global memory, until the grid ahead of it has finished and its writes are visible. A kernel
-// launched without that attribute passes at once; before sm_90 there is no such launch.
+// its launch overlaps the copy. Every thread waits here, first thing in the kernel (the scales
+// and scalars it reads up front may be the copy's output), until the grid ahead of it has
+// finished and its writes are visible. A kernel launched without that attribute passes at once;
+// before sm_90 there is no such launch.
 __device__ __forceinline__ void dg_wait_for_prior_grids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");

@@ -54,6 +54,8 @@ __device__ __forceinline__ Acc dg_to_acc(T x, float scale) {
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
+  // First of all: the scales and vectors read below may be the repack copy's output.
+  dg_wait_for_prior_grids();
 {{BINDINGS}}
 {{SCALES}}
 {{EPILOGUE}}
@@ -61,7 +63,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   extern __shared__ __align__(16) unsigned char dg_smem[];
   Acc* smem_a = reinterpret_cast<Acc*>(dg_smem);
   Acc* smem_b = smem_a + STAGES * A_STAGE_ELEMS;
-  dg_wait_for_prior_grids();
 
   int tile_m, tile_n;
   dg_tile_coords<GROUP_M>(blockIdx.x, (M + TILE_M - 1) / TILE_M, (N + TILE_N - 1) / TILE_N,

@@ -199,13 +199,14 @@ struct TileCopy {
 };
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
+  // First of all: the scales and vectors read below may be the repack copy's output.
+  dg_wait_for_prior_grids();
 {{BINDINGS}}
 {{EPILOGUE}}
 
   extern __shared__ __align__(128) unsigned char dg_smem[];
   const unsigned smem_a = dg_smem_addr(dg_smem);
   const unsigned smem_b = smem_a + STAGES * A_STAGE_BYTES;
-  dg_wait_for_prior_grids();
 
   int tile_m, tile_n;
   dg_tile_coords<GROUP_M>(blockIdx.x, (M + TILE_M - 1) / TILE_M, (N + TILE_N - 1) / TILE_N,

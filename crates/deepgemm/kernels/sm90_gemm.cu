@@ -356,6 +356,8 @@ __device__ __forceinline__ void dg_fence_acc(float (&d)[ACC]) {
 {{WGMMA}}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
+  // First of all: the scales and vectors read below may be the repack copy's output.
+  dg_wait_for_prior_grids();
 {{BINDINGS}}
 {{EPILOGUE}}
 {{SPLIT_SCALES}}
@@ -394,8 +396,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   } else {
     __syncthreads();
   }
-  // The barriers' set-up above overlaps the repack copy ahead of this kernel, if any.
-  dg_wait_for_prior_grids();
 
   const int tiles_m = (M + TILE_M - 1) / TILE_M;
   const int tiles_n = (N + TILE_N - 1) / TILE_N;
