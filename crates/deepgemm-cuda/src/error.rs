@@ -43,6 +43,8 @@ pub enum CudaError {
         /// The compiler log with each error's generated source line quoted.
         report: String,
     },
+    #[error("`{entry}` compiled, but ptxas's report in its log could not be read:\n{log}")]
+    ResourceReport { entry: String, log: String },
     #[error(
         "kernel `{entry}` was built for {kernel_arch}, which cannot run on this GPU ({gpu}, \
          {gpu_arch}); generate it for target {gpu_arch}"

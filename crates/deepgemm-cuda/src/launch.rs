@@ -804,7 +804,9 @@ impl Prepared<'_> {
         }
         // Right behind the copy kernel, the GEMM's launch and prologue overlap the copy (a small
         // repack is launch-bound): its blocks wait for the copy's writes before reading.
-        let after_copy = !batched.is_empty() && self.zeroed.is_empty();
+        // (griddepcontrol exists from sm_90: the kernels compiled for older GPUs have no wait.)
+        let after_copy =
+            !batched.is_empty() && self.zeroed.is_empty() && gpu.info().compute_capability.0 >= 9;
         launch_kernel(gpu, self.kernel, self.grid, &self.values, after_copy)?;
         for repack in self.repacks.iter().filter(|r| r.copy_out) {
             gpu.copy_2d(repack.copy_back())?;

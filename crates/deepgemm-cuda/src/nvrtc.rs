@@ -223,7 +223,20 @@ pub fn compile(source: &str, entry: &str, arch: &str) -> Result<Compiled, CudaEr
     // CPU machines, where CI checks every report). The resources are then read from the driver
     // when the kernel is loaded (`reported` stays false), which counts any local memory as
     // spills.
-    let resources = parse_resources(&log, entry).unwrap_or_default();
+    // A report that is there but does not parse is an error (a log format this parser does not
+    // know must not pass for "no spills").
+    let resources = match parse_resources(&log, entry) {
+        Some(resources) => resources,
+        None if !log.contains(&format!("Compiling entry function '{entry}'")) => {
+            Resources::default()
+        }
+        None => {
+            return Err(CudaError::ResourceReport {
+                entry: entry.into(),
+                log: log.clone(),
+            })
+        }
+    };
     Ok(Compiled {
         entry: entry.into(),
         arch: arch.into(),
