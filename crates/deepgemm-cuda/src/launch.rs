@@ -403,7 +403,7 @@ pub struct Prepared<'k> {
     pitch_copy: Option<Arc<PitchCopy>>,
     /// Held as long as the launch can be enqueued (an owned buffer is freed with it); the kernel
     /// finds its address among `values`.
-    _workspace: Option<Scratch>,
+    workspace: Option<Scratch>,
     /// Memory zeroed before each launch (address, bytes): amax outputs, into which the kernel
     /// adds its maxima, and the workspace regions that ask for it.
     zeroed: Vec<(sys::CUdeviceptr, usize)>,
@@ -636,7 +636,7 @@ impl LoadedKernel {
                 Some(resources.pitch_copy(gpu)?)
             },
             repacks,
-            _workspace: workspace,
+            workspace,
             zeroed,
         })
     }
@@ -740,7 +740,7 @@ fn launch_kernel(
     // SAFETY: the function is live while `loaded` is; `params` points at values of the exact C
     // types of the kernel's parameters (CUdeviceptr, long long, int, float, the 128-byte
     // CUtensorMap), in its argument order, and outlives the call (the driver copies them at
-    // launch); the config's attribute outlives it too.
+    // launch); the config's attributes outlive it too.
     unsafe {
         sys::cuLaunchKernelEx(
             &config,
@@ -757,7 +757,7 @@ impl Prepared<'_> {
     /// Keeps the launch in `kept` as a [`KernelOnly`] when nothing runs around the kernel
     /// (reusing `kept`'s allocation), else leaves `None` there.
     pub fn keep_kernel_only(&self, kept: &mut Option<KernelOnly>) {
-        if !(self.repacks.is_empty() && self.zeroed.is_empty() && self._workspace.is_none()) {
+        if !(self.repacks.is_empty() && self.zeroed.is_empty() && self.workspace.is_none()) {
             *kept = None;
             return;
         }
@@ -802,8 +802,8 @@ impl Prepared<'_> {
         for &(ptr, len) in &self.zeroed {
             gpu.memset(ptr, 0, len)?;
         }
-        // Right behind the copy kernel, the GEMM's launch and prologue overlap the copy (a small
-        // repack is launch-bound): its blocks wait for the copy's writes before reading.
+        // Right behind the copy kernel, the GEMM's launch overlaps the copy (a small repack is
+        // launch-bound): its threads wait for the copy's writes before they read anything.
         // (griddepcontrol exists from sm_90: the kernels compiled for older GPUs have no wait.)
         let after_copy =
             !batched.is_empty() && self.zeroed.is_empty() && gpu.info().compute_capability.0 >= 9;
