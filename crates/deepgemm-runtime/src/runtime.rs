@@ -304,20 +304,17 @@ impl Kernel {
         let args = self.bind(shape, operands, params)?;
         let prepared = self.prepare_locked(variant, &mut state, &args, stream)?;
         prepared.enqueue(&gpu).map_err(|e| self.launch_error(e))?;
-        match &mut state.last {
+        let last = match &mut state.last {
             Some(last) => {
                 last.key.set(shape, stream, operands, params);
-                prepared.keep_kernel_only(&mut last.launch);
+                last
             }
-            None => {
-                let mut launch = None;
-                prepared.keep_kernel_only(&mut launch);
-                state.last = Some(RepeatableLaunch {
-                    key: LaunchKey::new(shape, stream, operands, params),
-                    launch,
-                });
-            }
-        }
+            None => state.last.insert(RepeatableLaunch {
+                key: LaunchKey::new(shape, stream, operands, params),
+                launch: None,
+            }),
+        };
+        prepared.keep_kernel_only(&mut last.launch);
         Ok(())
     }
 

@@ -38,6 +38,16 @@ fn operands(device: &DeviceProblem) -> Vec<Operand<'_>> {
         .collect()
 }
 
+/// The problem's params as the runtime takes them.
+fn params(device: &DeviceProblem) -> Vec<(&str, f64)> {
+    device
+        .problem
+        .params
+        .iter()
+        .map(|(n, v)| (n.as_str(), *v))
+        .collect()
+}
+
 fn check_cases(backend: Backend, cases: &[Case]) {
     let runtime = runtime();
     let gpu = runtime.gpu();
@@ -51,12 +61,7 @@ fn check_cases(backend: Backend, cases: &[Case]) {
             let kernel = bundle.kernel(None).map_err(|e| e.to_string())?;
             let device = DeviceProblem::upload(gpu, &spec, case.shape, &case.options(seed))
                 .map_err(|e| e.to_string())?;
-            let params: Vec<(&str, f64)> = device
-                .problem
-                .params
-                .iter()
-                .map(|(n, v)| (n.as_str(), *v))
-                .collect();
+            let params = params(&device);
             let ops = operands(&device);
             let launched = kernel.launch(case.shape, &ops, &params, gpu.raw_stream());
             // The runtime's contract: a pointer must be aligned to its element (the direct
@@ -206,12 +211,7 @@ fn gpu_bundle_repeated_launches_follow_their_arguments() {
         .collect();
     let launch_and_check = |device: &DeviceProblem, what: &str| {
         device.poison_output(gpu).unwrap();
-        let params: Vec<(&str, f64)> = device
-            .problem
-            .params
-            .iter()
-            .map(|(n, v)| (n.as_str(), *v))
-            .collect();
+        let params = params(device);
         kernel
             .launch(shape, &operands(device), &params, gpu.raw_stream())
             .unwrap();
