@@ -584,7 +584,7 @@ fn compile_writes_a_bundle_that_inspect_describes() {
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(json["format_version"], 2);
+    assert_eq!(json["format_version"], 3);
     assert!(json["kernels"][0]["variants"][0]["kernel"]
         .get("source")
         .is_none());

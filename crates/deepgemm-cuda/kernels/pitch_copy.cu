@@ -86,3 +86,35 @@ extern "C" __global__ void deepgemm_pitch_copy_batch(const __grid_constant__ dg_
     }
   }
 }
+
+// Transposes a matrix of 1-byte elements (fp8 operands, which wgmma reads K-major only): line y
+// of `cols` bytes at src + y * src_pitch becomes column y of dst, whose line x holds `rows`
+// bytes at dst + x * dst_pitch. 32x32 tiles go through shared memory, so that a warp reads 32
+// consecutive bytes of a source line and writes 32 consecutive bytes of a destination line. The
+// grid covers the columns in x and walks the rows' tiles with a stride of gridDim.y.
+extern "C" __global__ void deepgemm_transpose_bytes(const unsigned char* __restrict__ src,
+                                                    unsigned long long src_pitch,
+                                                    unsigned char* __restrict__ dst,
+                                                    unsigned long long dst_pitch,
+                                                    unsigned long long rows,
+                                                    unsigned long long cols) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // As the copy above: the GEMM behind it may be launched now.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+  __shared__ unsigned char tile[32][33];  // one byte of padding: column reads spread over banks
+  const unsigned long long x0 = (unsigned long long)blockIdx.x * 32;  // the tile's first column
+  for (unsigned long long y0 = (unsigned long long)blockIdx.y * 32; y0 < rows;
+       y0 += (unsigned long long)gridDim.y * 32) {
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+      const unsigned long long y = y0 + r, x = x0 + threadIdx.x;
+      if (y < rows && x < cols) tile[r][threadIdx.x] = src[y * src_pitch + x];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+      const unsigned long long x = x0 + r, y = y0 + threadIdx.x;  // byte y of line x
+      if (x < cols && y < rows) dst[x * dst_pitch + y] = tile[threadIdx.x][r];
+    }
+    __syncthreads();  // the tile is refilled by the next rows
+  }
+}

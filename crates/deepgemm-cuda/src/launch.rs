@@ -17,7 +17,7 @@
 use crate::device::{arch_runs_on, Copy2d, DeviceBuffer, Gpu};
 use crate::error::{driver, CudaError};
 use crate::nvrtc::{Compiled, Resources};
-use crate::pitch_copy::PitchCopy;
+use crate::pitch_copy::{PitchCopy, Transpose};
 use crate::tensor_map;
 use cudarc::driver::{result, sys};
 use deepgemm::codegen::{GeneratedKernel, KernelArg, TensorMapArg};
@@ -366,9 +366,23 @@ struct Repack {
     height: usize,
     /// Outputs are copied in (so the poison and any unwritten values travel) and back out.
     copy_out: bool,
+    /// Transposed instead of copied (`GeneratedKernel::transposed`): the caller's `height`
+    /// lines of `width` bytes become `width` lines of `height` bytes, `pitch` apart.
+    transpose: bool,
 }
 
 impl Repack {
+    fn transposition(&self) -> Transpose {
+        Transpose {
+            src: self.user,
+            src_pitch: self.user_pitch,
+            dst: self.buffer.ptr(),
+            dst_pitch: self.pitch,
+            rows: self.height,
+            cols: self.width,
+        }
+    }
+
     fn copy_in(&self) -> Copy2d {
         Copy2d {
             src: self.user,
@@ -510,6 +524,48 @@ impl LoadedKernel {
                 .max(bound.dtype.size_bytes()) as u64;
             let size = bound.dtype.size_bytes() as u64;
             let pitch = bound.geometry.ld * size;
+            if kernel.transposed.contains(name) {
+                // The kernel reads it in the other layout: transposed into a workspace whose
+                // lines (the caller's columns) are aligned for the kernel's copies.
+                if size != 1 {
+                    return Err(invalid(
+                        name,
+                        format!(
+                            "the transpose kernel moves 1-byte elements, not {}",
+                            bound.dtype
+                        ),
+                    ));
+                }
+                let g = bound.geometry;
+                let staged_pitch = g.outer().next_multiple_of(REPACK_PITCH_ALIGN.max(required));
+                let buffer =
+                    resources.scratch(gpu, repacks.len(), (staged_pitch * g.inner()) as usize)?;
+                bound_operands.push((
+                    name,
+                    buffer.ptr(),
+                    bound.dtype,
+                    Geometry {
+                        layout: match g.layout {
+                            deepgemm::spec::Layout::Row => deepgemm::spec::Layout::Col,
+                            deepgemm::spec::Layout::Col => deepgemm::spec::Layout::Row,
+                        },
+                        ld: staged_pitch,
+                        ..g
+                    },
+                ));
+                repacks.push(Repack {
+                    name: name.clone(),
+                    user: bound.ptr,
+                    user_pitch: pitch as usize,
+                    buffer,
+                    pitch: staged_pitch as usize,
+                    width: g.inner() as usize,
+                    height: g.outer() as usize,
+                    copy_out: false,
+                    transpose: true,
+                });
+                continue;
+            }
             let is_matrix = matches!(spec_operand.role, Role::A | Role::B | Role::C | Role::D);
             let aligned = bound.ptr.is_multiple_of(required)
                 && (!is_matrix || pitch.is_multiple_of(required));
@@ -562,6 +618,7 @@ impl LoadedKernel {
                 width,
                 height,
                 copy_out: spec_operand.direction == Direction::Output,
+                transpose: false,
             });
             if let Some(bytes) = amax_bytes {
                 zeroed.push((buffer_ptr, bytes));
@@ -790,13 +847,23 @@ impl Prepared<'_> {
         // The copy kernel moves every copy-in it can in one launch (a small repack is
         // launch-bound); cuMemcpy2D takes the rest.
         let mut batched = Vec::with_capacity(self.repacks.len());
-        for copy in self.repacks.iter().map(Repack::copy_in) {
+        for copy in self
+            .repacks
+            .iter()
+            .filter(|r| !r.transpose)
+            .map(Repack::copy_in)
+        {
             match &self.pitch_copy {
                 Some(_) if PitchCopy::fits(&copy) => batched.push(copy),
                 _ => gpu.copy_2d(copy)?,
             }
         }
+        let mut transposed = false;
         if let Some(pitch_copy) = &self.pitch_copy {
+            for repack in self.repacks.iter().filter(|r| r.transpose) {
+                pitch_copy.enqueue_transpose(gpu, &repack.transposition())?;
+                transposed = true;
+            }
             pitch_copy.enqueue(gpu, &batched)?;
         }
         for &(ptr, len) in &self.zeroed {
@@ -805,8 +872,9 @@ impl Prepared<'_> {
         // Right behind the copy kernel, the GEMM's launch overlaps the copy (a small repack is
         // launch-bound): its threads wait for the copy's writes before they read anything.
         // (griddepcontrol exists from sm_90: the kernels compiled for older GPUs have no wait.)
-        let after_copy =
-            !batched.is_empty() && self.zeroed.is_empty() && gpu.info().compute_capability.0 >= 9;
+        let after_copy = (transposed || !batched.is_empty())
+            && self.zeroed.is_empty()
+            && gpu.info().compute_capability.0 >= 9;
         launch_kernel(gpu, self.kernel, self.grid, &self.values, after_copy)?;
         for repack in self.repacks.iter().filter(|r| r.copy_out) {
             gpu.copy_2d(repack.copy_back())?;

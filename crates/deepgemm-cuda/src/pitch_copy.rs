@@ -1,5 +1,6 @@
 //! The repack copy: a small kernel that moves pitched operands into 16-byte-aligned workspaces
-//! (kernels/pitch_copy.cu), up to four in one launch. cuMemcpy2D handles any alignment but moved a 2-byte-aligned
+//! (kernels/pitch_copy.cu), up to four in one launch, and one that transposes fp8 operands into
+//! the K-major layout wgmma reads. cuMemcpy2D handles any alignment but moved a 2-byte-aligned
 //! 4095x4093 bf16 matrix at about 1 TB/s on the H200, a quarter of DRAM speed, which made the
 //! repack a fifth of a misaligned GEMM's time.
 
@@ -19,8 +20,13 @@ pub fn source() -> String {
         include_str!("../kernels/pitch_copy.cu")
     )
 }
-/// Its entry point.
+/// Its entry points: the pitched copies, and the transposition of 1-byte elements.
 const ENTRY: &str = "deepgemm_pitch_copy_batch";
+const TRANSPOSE_ENTRY: &str = "deepgemm_transpose_bytes";
+/// The transpose kernel's block: 32 columns by 8 rows of threads, a 32x32 tile of bytes.
+const TRANSPOSE_BLOCK: (u32, u32, u32) = (32, 8, 1);
+/// The most tile rows in one launch's grid (gridDim.y's limit); the kernel walks the rest.
+const MAX_GRID_Y: u64 = 65535;
 /// Copies one launch moves (the kernel's `DG_MAX_COPIES`; the model counts launches by it).
 pub const MAX_COPIES: usize = deepgemm::codegen::REPACK_COPIES_PER_LAUNCH as usize;
 const THREADS: u32 = 256;
@@ -44,10 +50,23 @@ struct KernelCopy {
     height: u64,
 }
 
+/// One transposition of 1-byte elements: `rows` lines of `cols` bytes at `src`, `src_pitch`
+/// apart, become `cols` lines of `rows` bytes at `dst`, `dst_pitch` apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transpose {
+    pub src: sys::CUdeviceptr,
+    pub src_pitch: usize,
+    pub dst: sys::CUdeviceptr,
+    pub dst_pitch: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
 /// The loaded module; unloaded on drop.
 pub struct PitchCopy {
     module: sys::CUmodule,
     function: sys::CUfunction,
+    transpose: sys::CUfunction,
     /// The most blocks a launch has: [`WAVES`] times those the GPU holds at once.
     max_blocks: u32,
     ctx: Arc<cudarc::driver::CudaContext>,
@@ -73,15 +92,19 @@ impl PitchCopy {
         // SAFETY: the cubin is a complete image NVRTC produced; it outlives the call.
         let module = unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }
             .map_err(driver("cuModuleLoadData"))?;
-        let name = CString::new(ENTRY).expect("no NUL");
-        // SAFETY: the module is live; on error it is unloaded below.
-        let sized = unsafe { result::module::get_function(module, name) }
-            .map_err(driver("cuModuleGetFunction"))
-            .and_then(|function| Ok((function, max_blocks(gpu, function)?)));
+        let function = |entry: &str| {
+            let name = CString::new(entry).expect("no NUL");
+            // SAFETY: the module is live; on error it is unloaded below.
+            unsafe { result::module::get_function(module, name) }
+                .map_err(driver("cuModuleGetFunction"))
+        };
+        let sized = function(ENTRY)
+            .and_then(|copy| Ok((copy, function(TRANSPOSE_ENTRY)?, max_blocks(gpu, copy)?)));
         match sized {
-            Ok((function, max_blocks)) => Ok(PitchCopy {
+            Ok((function, transpose, max_blocks)) => Ok(PitchCopy {
                 module,
                 function,
+                transpose,
                 max_blocks,
                 ctx: gpu.context().clone(),
             }),
@@ -154,6 +177,63 @@ impl PitchCopy {
             )
         }
         .map_err(driver("cuLaunchKernel(pitch copy)"))
+    }
+}
+
+impl PitchCopy {
+    /// Enqueues `t` on the GPU's stream (one launch); an empty one enqueues nothing.
+    pub fn enqueue_transpose(&self, gpu: &Gpu, t: &Transpose) -> Result<(), CudaError> {
+        if t.rows == 0 || t.cols == 0 {
+            return Ok(());
+        }
+        if t.dst_pitch < t.rows || t.src_pitch < t.cols {
+            return Err(CudaError::InvalidOperand {
+                operand: "transpose workspace".into(),
+                problem: format!(
+                    "pitches {} -> {} bytes cannot hold {} lines of {} bytes transposed",
+                    t.src_pitch, t.dst_pitch, t.rows, t.cols
+                ),
+            });
+        }
+        let grid = (
+            u32::try_from((t.cols as u64).div_ceil(32)).map_err(|_| CudaError::InvalidOperand {
+                operand: "transpose".into(),
+                problem: format!("{} columns exceed the grid", t.cols),
+            })?,
+            (t.rows as u64).div_ceil(32).min(MAX_GRID_Y) as u32,
+            1,
+        );
+        let (mut src, mut src_pitch, mut dst, mut dst_pitch, mut rows, mut cols) = (
+            t.src,
+            t.src_pitch as u64,
+            t.dst,
+            t.dst_pitch as u64,
+            t.rows as u64,
+            t.cols as u64,
+        );
+        let mut params: [*mut c_void; 6] = [
+            &mut src as *mut u64 as *mut c_void,
+            &mut src_pitch as *mut u64 as *mut c_void,
+            &mut dst as *mut u64 as *mut c_void,
+            &mut dst_pitch as *mut u64 as *mut c_void,
+            &mut rows as *mut u64 as *mut c_void,
+            &mut cols as *mut u64 as *mut c_void,
+        ];
+        gpu.bind()?;
+        // SAFETY: the function is live while `self` is; its six parameters are the two pointers
+        // and four u64 above, alive for the call; the ranges are device memory the caller owns
+        // (the pitches were checked to hold the lines).
+        unsafe {
+            result::launch_kernel(
+                self.transpose,
+                grid,
+                TRANSPOSE_BLOCK,
+                0,
+                gpu.stream(),
+                &mut params,
+            )
+        }
+        .map_err(driver("cuLaunchKernel(transpose)"))
     }
 }
 

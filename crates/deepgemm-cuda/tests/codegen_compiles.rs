@@ -508,7 +508,35 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
             cases.push((label, s.clone(), plan));
         }
     }
-    assert!(cases.len() >= 28, "{} sm90 configurations", cases.len());
+    // fp8 declared M-major (A col) and N-major (B row): the launcher transposes both, and the
+    // kernel is the K-major one, the header saying so.
+    for block_scales in [true, false] {
+        let s = spec(&SpecShape {
+            input: DType::E4m3,
+            output: DType::Bf16,
+            block_scales,
+            a_layout: Layout::Col,
+            b_layout: Layout::Row,
+            ..SpecShape::default()
+        });
+        let plan = sm90_plan(&s, (128, 128), 6, 2, false, 2);
+        deepgemm::codegen::check_supported(&s, &plan).unwrap();
+        let kernel = deepgemm::codegen::generate(&s, &plan, "v0").unwrap();
+        assert_eq!(kernel.transposed, ["A", "B"]);
+        assert!(
+            kernel
+                .source
+                .contains("A: the launcher transposes it (declared col)"),
+            "{}",
+            &kernel.source[..1500]
+        );
+        let label = format!(
+            "sm90 e4m3 transposed A and B, scaled {block_scales} {}",
+            plan.label()
+        );
+        cases.push((label, s, plan));
+    }
+    assert!(cases.len() >= 30, "{} sm90 configurations", cases.len());
     check_all(&cases, &["sm_90a"]);
     check_sass(&cases);
 }

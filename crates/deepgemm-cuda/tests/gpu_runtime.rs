@@ -272,6 +272,67 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     }
 }
 
+/// The fp8 transpose (`PitchCopy::enqueue_transpose`): every byte lands at its transposed place
+/// and the destination's padding is untouched, for ragged shapes (not multiples of its 32x32
+/// tiles, one line, one column), odd source offsets and pitches, and more tile rows than one
+/// grid holds (65535), so that the kernel's row loop turns.
+#[test]
+fn gpu_transpose_moves_every_byte_to_its_place() {
+    use deepgemm_cuda::pitch_copy::{PitchCopy, Transpose};
+    let gpu = gpu();
+    let kernel = PitchCopy::load(&gpu).unwrap();
+    let mut seed = fresh_seed();
+    // (source offset, rows, cols)
+    for (offset, rows, cols) in [
+        (0usize, 64usize, 64usize),
+        (1, 127, 129),
+        (3, 1, 1000),
+        (5, 1000, 1),
+        (7, 33, 31),
+        (0, 2_100_000, 3),
+    ] {
+        let src_pitch = cols + 5;
+        let dst_pitch = rows.next_multiple_of(16) + 16;
+        let src_bytes: Vec<u8> = (0..offset + src_pitch * rows)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 56) as u8
+            })
+            .collect();
+        let src = gpu.alloc(src_bytes.len()).unwrap();
+        gpu.upload(&src, 0, &src_bytes).unwrap();
+        let dst = gpu.alloc(dst_pitch * cols).unwrap();
+        gpu.memset(dst.ptr(), 0xAB, dst_pitch * cols).unwrap();
+        let t = Transpose {
+            src: src.ptr() + offset as u64,
+            src_pitch,
+            dst: dst.ptr(),
+            dst_pitch,
+            rows,
+            cols,
+        };
+        kernel.enqueue_transpose(&gpu, &t).unwrap();
+        let mut out = vec![0u8; dst_pitch * cols];
+        gpu.download(&dst, 0, &mut out).unwrap();
+        for x in 0..cols {
+            let line = &out[x * dst_pitch..(x + 1) * dst_pitch];
+            for (y, &byte) in line[..rows].iter().enumerate() {
+                assert_eq!(
+                    byte,
+                    src_bytes[offset + y * src_pitch + x],
+                    "{rows}x{cols} at +{offset}: element ({y}, {x})"
+                );
+            }
+            assert!(
+                line[rows..].iter().all(|&b| b == 0xAB),
+                "{rows}x{cols}: padding of line {x}"
+            );
+        }
+    }
+}
+
 /// The Hopper launch contract before any GEMM: a kernel that takes a TMA tensor map
 /// (`KernelArg::TensorMap`, encoded by the launcher from the operand), runs on a persistent grid
 /// of 2x1 clusters (`GridRule { persistent, cluster: 2 }`, launched with the cluster attribute)
@@ -317,6 +378,7 @@ fn gpu_tma_cluster_launch_moves_every_byte() {
         },
         workspace: Workspace::default(),
         alignment: vec![("A".into(), 16), ("D".into(), 2)],
+        transposed: Vec::new(),
         // Metadata the launcher does not read: the spec's first sm90 proposal stands in.
         plan: deepgemm::backend::proposals(&spec, Backend::Sm90).remove(0),
     };

@@ -159,8 +159,10 @@ fn nvrtc_compiles_the_repack_copy_kernels() {
     if !nvrtc_or_skip("nvrtc_compiles_the_repack_copy_kernels") {
         return;
     }
-    let entry = "deepgemm_pitch_copy_batch";
-    for arch in ["sm_80", "sm_86", "sm_89", "sm_90a"] {
+    for (entry, arch) in ["deepgemm_pitch_copy_batch", "deepgemm_transpose_bytes"]
+        .into_iter()
+        .flat_map(|entry| ["sm_80", "sm_86", "sm_89", "sm_90a"].map(|arch| (entry, arch)))
+    {
         let compiled = nvrtc::compile(&deepgemm_cuda::pitch_copy::source(), entry, arch)
             .unwrap_or_else(|e| panic!("{arch} {entry}: {e}"));
         // The copies table stays in the parameter bank (`__grid_constant__`) and the words that

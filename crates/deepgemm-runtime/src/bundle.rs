@@ -24,9 +24,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub const MAGIC: &[u8; 8] = b"DGMMBNDL";
-/// 2: per-backend calibration in the specs' hardware, workspaces as regions (version 1 files
-/// are refused with the message to rebuild).
-pub const FORMAT_VERSION: u32 = 2;
+/// 2: per-backend calibration in the specs' hardware, workspaces as regions. 3: kernels name
+/// the operands the launcher transposes (fp8 read K-major); a version 2 runtime would pass them
+/// untransposed. Other versions are refused with the message to rebuild.
+pub const FORMAT_VERSION: u32 = 3;
 const PREFIX_BYTES: usize = 20;
 
 /// Where a binary lies in the blob section, and its digest.

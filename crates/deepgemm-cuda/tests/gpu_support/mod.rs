@@ -696,6 +696,43 @@ pub fn fp8() -> Vec<Case> {
             .scaling(Scaling::Blocks)
             .base_offset(1),
     );
+    // fp8 declared M-major (A col) and/or N-major (B row): the launcher transposes them into
+    // K-major workspaces (the kernel reads fp8 K-major only); with scales of every kind, ragged
+    // shapes, ld + 1 and 1-byte offsets (transposed and repacked operands in one launch).
+    for (layouts, scaling, shape) in [
+        (["col", "row", "row"], Scaling::Blocks, (256, 512, 1024)),
+        (["col", "row", "row"], Scaling::PerTensor, (127, 129, 255)),
+        (["col", "col", "row"], Scaling::Blocks, (1000, 3000, 2000)),
+        (
+            ["row", "row", "col"],
+            Scaling::PerRowAndColumn,
+            (300, 700, 640),
+        ),
+        (
+            ["col", "row", "row"],
+            Scaling::RowBlocksBoth,
+            (129, 1003, 384),
+        ),
+        (["col", "row", "row"], Scaling::None, (1, 8, 32)),
+    ] {
+        cases.push(
+            Case::new("e4m3", "bf16", shape)
+                .scaling(scaling)
+                .layouts(layouts),
+        );
+    }
+    cases.push(
+        Case::new("e4m3", "bf16", (333, 444, 555))
+            .scaling(Scaling::Blocks)
+            .layouts(["col", "row", "row"])
+            .ld_pad(1),
+    );
+    cases.push(
+        Case::new("e4m3", "bf16", (127, 129, 255))
+            .scaling(Scaling::PerTensor)
+            .layouts(["col", "row", "row"])
+            .base_offset(1),
+    );
     // Per-tensor scales (read once, first thing) repacked with A and B: the GEMM is a dependent
     // launch behind a copy of 33 MB.
     cases.push(

@@ -18,8 +18,10 @@ use crate::codegen::{epilogue, CodegenError, KernelArg};
 use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
+use crate::model::Problem;
 use crate::plan::{Backend, EpilogueStrategy, Plan, RecordedWarps, SmemLayout, ThreadLayout, Tile};
-use crate::spec::{KernelSpec, Operand};
+use crate::spec::{KernelSpec, Layout, Operand, Role};
+use std::borrow::Cow;
 
 /// The module that implements `backend`.
 pub fn of(backend: Backend) -> &'static dyn BackendImpl {
@@ -98,6 +100,13 @@ pub trait BackendImpl: Sync {
     /// The template and its values for a checked plan.
     fn render(&self, spec: &KernelSpec, plan: &Plan) -> Result<Rendering, CodegenError>;
 
+    /// Whether the launcher transposes A and B (each given as its dtype and declared layout)
+    /// before every launch, because this backend's kernel reads the other layout; the kernel is
+    /// then generated, checked and modelled for that layout ([`kernel_view`]). None by default.
+    fn transposes(&self, _a: (DType, Layout), _b: (DType, Layout)) -> [bool; 2] {
+        [false, false]
+    }
+
     /// The alignment in bytes the kernel's global copies need of `operand`'s pointer and leading
     /// dimension: by default the plan's copy width for A and B, an element for the others.
     fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32 {
@@ -155,6 +164,41 @@ pub trait BackendImpl: Sync {
     }
 }
 
+/// `spec` as `backend`'s kernel sees it: the operands it has the launcher transpose
+/// ([`BackendImpl::transposes`]) in the other layout. Everything of a backend (its proposals,
+/// checks, rendering) reads this view; the launcher checks the caller's operands against `spec`.
+pub fn kernel_view(spec: &KernelSpec, backend: Backend) -> Cow<'_, KernelSpec> {
+    let transposed = transposed_roles(spec, backend);
+    if transposed.is_empty() {
+        return Cow::Borrowed(spec);
+    }
+    let mut view = spec.clone();
+    for operand in view.operands.iter_mut() {
+        if transposed.contains(&operand.role) {
+            operand.layout = match operand.layout {
+                Layout::Row => Layout::Col,
+                Layout::Col => Layout::Row,
+            };
+        }
+    }
+    Cow::Owned(view)
+}
+
+/// The roles (A, B) of `spec` that `backend`'s launcher transposes.
+pub fn transposed_roles(spec: &KernelSpec, backend: Backend) -> Vec<Role> {
+    let (a, b) = (spec.a(), spec.b());
+    let [ta, tb] = of(backend).transposes((a.dtype, a.layout), (b.dtype, b.layout));
+    [(ta, Role::A), (tb, Role::B)]
+        .into_iter()
+        .filter_map(|(t, role)| t.then_some(role))
+        .collect()
+}
+
+/// [`transposed_roles`] for the model's [`Problem`]: whether A and B are transposed.
+pub fn transposed_problem_roles(problem: &Problem, backend: Backend) -> [bool; 2] {
+    of(backend).transposes((problem.a, problem.a_layout), (problem.b, problem.b_layout))
+}
+
 /// The backends with a generator, in [`Backend::ALL`] order.
 pub fn generated_backends() -> Vec<Backend> {
     Backend::ALL
@@ -186,7 +230,7 @@ pub fn runs(spec: &KernelSpec, backend: Backend) -> bool {
 /// The plans the search considers for `backend`: its proposals, none when it cannot run the spec.
 pub fn proposals(spec: &KernelSpec, backend: Backend) -> Vec<Plan> {
     if runs(spec, backend) {
-        of(backend).propose(spec)
+        of(backend).propose(&kernel_view(spec, backend))
     } else {
         Vec::new()
     }

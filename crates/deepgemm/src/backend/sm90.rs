@@ -288,14 +288,18 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
         )));
     }
     if promotes(spec) {
-        // wgmma reads 8-bit operands K-major only (no transpose bit for them).
-        for (role, operand, want) in [(Role::A, a, "row"), (Role::B, b, "col")] {
+        // wgmma reads 8-bit operands K-major only (no transpose bit for them): the launcher
+        // transposes the others (`transposes`), and this is the kernel's view of the spec.
+        for (role, operand) in [(Role::A, a), (Role::B, b)] {
             if !is_k_major(spec, role) {
-                return Err(fail(format!(
-                    "fp8 wgmma reads K-major operands only: declare `{}` {want}-major (a \
-                     transposing repack is not generated yet)",
-                    operand.name
-                )));
+                return Err(CodegenError::Template {
+                    template: "sm90_gemm.cu".into(),
+                    message: format!(
+                        "fp8 operand `{}` reached the generator M/N-major (the launcher \
+                         transposes it: generate from backend::kernel_view)",
+                        operand.name
+                    ),
+                });
             }
         }
         if spec.accumulate != DType::F32 {
@@ -729,6 +733,13 @@ impl BackendImpl for Sm90 {
 
     fn check(&self, spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
         check(spec, plan)
+    }
+
+    /// fp8 wgmma reads K-major operands only: an M-major A (`col`) or N-major B (`row`) of fp8
+    /// is transposed by the launcher into a K-major workspace.
+    fn transposes(&self, a: (DType, Layout), b: (DType, Layout)) -> [bool; 2] {
+        let fp8 = is_fp8(a.0) && is_fp8(b.0);
+        [fp8 && a.1 != Layout::Row, fp8 && b.1 != Layout::Col]
     }
 
     fn render(&self, spec: &KernelSpec, plan: &Plan) -> Result<Rendering, CodegenError> {

@@ -37,6 +37,11 @@ pub struct GeneratedKernel {
     /// Global copies need every operand pointer and leading dimension (in bytes) aligned to this
     /// many bytes per operand name; the launcher repacks operands that are not (see `Plan`).
     pub alignment: Vec<(String, u32)>,
+    /// Operands the kernel reads in the other layout than the spec declares (fp8 on sm90 reads
+    /// K-major only): the launcher transposes each into a workspace before every launch, and
+    /// passes the kernel that workspace's address and leading dimension.
+    #[serde(default)]
+    pub transposed: Vec<String>,
     /// The plan the kernel implements.
     pub plan: Plan,
 }
@@ -250,6 +255,8 @@ pub enum CodegenError {
 /// Whether `plan` can be generated for `spec`; the error names the first reason it cannot.
 pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let backend = plan.backend;
+    let view = backend::kernel_view(spec, backend);
+    let spec = &*view;
     let fail = |reason: String| Err(CodegenError::Unsupported { backend, reason });
     let implementation = backend::of(backend);
     let tile = plan.tile;
@@ -324,6 +331,19 @@ pub fn generated_parts(
     variant_name: &str,
 ) -> Result<GeneratedParts, CodegenError> {
     check_supported(spec, plan)?;
+    let transposed: Vec<String> = backend::transposed_roles(spec, plan.backend)
+        .iter()
+        .filter_map(|role| spec.by_role(role))
+        .map(|o| {
+            format!(
+                "{}: the launcher transposes it (declared {}) into the K-major layout above",
+                o.name,
+                format!("{:?}", o.layout).to_lowercase()
+            )
+        })
+        .collect();
+    let view = backend::kernel_view(spec, plan.backend);
+    let spec = &*view;
     // No backend splits K yet: the kernels take no workspace.
     let workspace = Workspace::default();
     let mut args = abi::kernel_args(spec, &workspace);
@@ -337,8 +357,9 @@ pub fn generated_parts(
         ("EPILOGUE", epilogue::epilogue_code(spec)?),
         ("SCALES", epilogue::scale_code(spec)?),
     ]);
+    let described: Vec<String> = transposed.into_iter().chain(rendering.described).collect();
     Ok(GeneratedParts {
-        header: header(spec, plan, variant_name, &args, &rendering.described),
+        header: header(spec, plan, variant_name, &args, &described),
         template_name: rendering.template_name,
         values,
         template: rendering.template,
@@ -364,6 +385,10 @@ pub fn generate(
     variant_name: &str,
 ) -> Result<GeneratedKernel, CodegenError> {
     let parts = generated_parts(spec, plan, variant_name)?;
+    let transposed = backend::transposed_roles(spec, plan.backend)
+        .iter()
+        .filter_map(|role| spec.by_role(role).map(|o| o.name.clone()))
+        .collect();
     let body = render::render(parts.template_name, parts.template, &parts.values)?;
     let source = format!("{}\n{}\n{}", parts.header, PRELUDE, body);
     let alignment = spec
@@ -390,6 +415,7 @@ pub fn generate(
         },
         workspace: parts.workspace,
         alignment,
+        transposed,
         plan: plan.clone(),
     })
 }

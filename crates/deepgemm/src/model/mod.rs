@@ -161,6 +161,29 @@ impl Problem {
         self.shape.k as f64 * self.shape.n as f64 * self.b.size_bytes() as f64
     }
 
+    /// The problem as `backend`'s kernel reads it: operands the launcher transposes in the
+    /// other layout ([`crate::backend::BackendImpl::transposes`]).
+    pub fn kernel_view(&self, backend: crate::plan::Backend) -> Problem {
+        let [ta, tb] = crate::backend::transposed_problem_roles(self, backend);
+        let flip = |layout: Layout| match layout {
+            Layout::Row => Layout::Col,
+            Layout::Col => Layout::Row,
+        };
+        Problem {
+            a_layout: if ta {
+                flip(self.a_layout)
+            } else {
+                self.a_layout
+            },
+            b_layout: if tb {
+                flip(self.b_layout)
+            } else {
+                self.b_layout
+            },
+            ..self.clone()
+        }
+    }
+
     /// Whether A's leading dimension (K for `row`, M for `col`) is a whole number of copies.
     pub fn a_aligned(&self, copy_bytes: u32) -> bool {
         let ld = match self.a_layout {
@@ -385,6 +408,10 @@ pub fn predict(spec: &KernelSpec, plan: &Plan, shape: Shape) -> Prediction {
 /// [`predict`] for an already extracted [`Problem`] (the search reuses one per bucket).
 pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Prediction {
     let shape = problem.shape;
+    // The GEMM reads a transposed operand in the kernel's layout (the pass is in `movement`).
+    let transposed = crate::backend::transposed_problem_roles(problem, plan.backend);
+    let kernel_problem = problem.kernel_view(plan.backend);
+    let problem = &kernel_problem;
     let mut geo = Geometry::new(shape, plan.tile, plan.split_k);
     // A cluster's blocks take vertically adjacent tiles: an odd tile row count leaves the last
     // cluster's second block without a tile, but it holds an SM all the same (one tile row of a
@@ -396,7 +423,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let occupancy = schedule::occupancy(plan, smem_bytes, regs.total, hw);
     let blocks_per_sm = occupancy.blocks_per_sm.max(1);
     let waves = schedule::waves(geo.blocks, hw.sms, blocks_per_sm);
-    let mv = movement::analyze(problem, plan, &geo, waves.wave_blocks, hw);
+    let mv = movement::analyze(problem, transposed, plan, &geo, waves.wave_blocks, hw);
     let math = schedule::math_rate(hw, problem.a, plan.backend);
     let mut sync = sync::barriers(plan, geo.k_blocks, problem.k_block_scaled, hw);
 
@@ -523,7 +550,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let repack_us = if mv.repack_dram_bytes > 0.0 {
         let launches = mv
             .repack_copies
-            .div_ceil(crate::codegen::REPACK_COPIES_PER_LAUNCH);
+            .div_ceil(crate::codegen::REPACK_COPIES_PER_LAUNCH)
+            + mv.transposes;
         mv.repack_us + cal.queued_launch_us * launches as f64
     } else {
         0.0

@@ -34,6 +34,9 @@ pub struct Movement {
     /// Operands that pass copies, queued ahead of the GEMM in launches of the copy kernel of up
     /// to [`crate::codegen::REPACK_COPIES_PER_LAUNCH`] each.
     pub repack_copies: u32,
+    /// Operands the launcher transposes (read + write, in `repack_dram_bytes` too), one launch
+    /// of the transpose kernel each.
+    pub transposes: u32,
     /// Everything above: the `dram_bytes` observable.
     pub dram_bytes: f64,
     /// A and B bytes copied from L2 into shared memory by all blocks.
@@ -129,8 +132,11 @@ pub fn distinct_panels(geo: &Geometry, group_m: u32, start: u64, end: u64) -> (u
     (rows, cols.min(geo.tiles_n))
 }
 
+/// `problem` as the kernel reads it; `transposed`: whether the launcher transposes A and B into
+/// that layout first.
 pub fn analyze(
     problem: &Problem,
+    transposed: [bool; 2],
     plan: &Plan,
     geo: &Geometry,
     wave_blocks: u64,
@@ -182,7 +188,19 @@ pub fn analyze(
     }
     let epilogue_dram_bytes = block_epilogue_bytes * geo.blocks as f64;
 
-    let (repack_dram_bytes, repack_copies) = repack_bytes(problem, plan);
+    let (mut repack_dram_bytes, repack_copies) = repack_bytes(problem, plan, transposed);
+    // A transposed operand is read in its declared layout and written K-major once more.
+    let transposes = transposed.iter().filter(|&&t| t).count() as u32;
+    repack_dram_bytes += 2.0
+        * (if transposed[0] {
+            problem.a_bytes()
+        } else {
+            0.0
+        } + if transposed[1] {
+            problem.b_bytes()
+        } else {
+            0.0
+        });
     let dram_bytes = operand_dram_bytes + epilogue_dram_bytes + repack_dram_bytes;
 
     // smem: the copies in, plus the fragment reads of each k-block.
@@ -203,6 +221,7 @@ pub fn analyze(
         epilogue_dram_bytes,
         repack_dram_bytes,
         repack_copies,
+        transposes,
         dram_bytes,
         l2_to_smem_bytes,
         smem_bytes,
@@ -226,16 +245,17 @@ fn fragment_read_bytes(problem: &Problem, plan: &Plan) -> f64 {
 /// The repack pass: an operand whose leading dimension breaks the plan's copy width is copied
 /// into an aligned workspace first (read + write), when the plan asks for that. Returns the bytes
 /// and the number of operands copied.
-fn repack_bytes(problem: &Problem, plan: &Plan) -> (f64, u32) {
+fn repack_bytes(problem: &Problem, plan: &Plan, transposed: [bool; 2]) -> (f64, u32) {
     if !plan.operands.repack_misaligned {
         return (0.0, 0);
     }
+    // A transposed operand lands in an aligned workspace: it needs no copy of its own.
     let (mut bytes, mut copies) = (0.0, 0);
-    if !problem.a_aligned(plan.operands.a_copy_bytes) {
+    if !transposed[0] && !problem.a_aligned(plan.operands.a_copy_bytes) {
         bytes += 2.0 * problem.a_bytes();
         copies += 1;
     }
-    if !problem.b_aligned(plan.operands.b_copy_bytes) {
+    if !transposed[1] && !problem.b_aligned(plan.operands.b_copy_bytes) {
         bytes += 2.0 * problem.b_bytes();
         copies += 1;
     }
