@@ -79,7 +79,7 @@ fn a_bundle_round_trips_and_dispatches_every_bucket() {
     }
     let text = deepgemm_runtime::inspect::render(&back, "decode.dgb");
     for needle in [
-        "format 2",
+        "format 3",
         "sm_90a",
         "decode_qkv",
         "bf16[M, K] row",
@@ -97,12 +97,12 @@ fn damaged_bundles_are_refused_with_a_reason() {
     let bytes = bundle_of(&spec("gemm_bf16.dgml")).to_bytes();
     let err = |bytes: &[u8]| BundleFile::from_bytes(bytes).unwrap_err();
     assert!(err(b"not a bundle at all, no").contains("magic"));
-    for other in [1u8, 3] {
+    for other in [2u8, 4] {
         let mut changed = bytes.clone();
         changed[8] = other;
         assert!(
             err(&changed).contains(&format!(
-                "format version {other}; this runtime reads version 2 (rebuild the bundle"
+                "format version {other}; this runtime reads version 3 (rebuild the bundle"
             )),
             "{}",
             err(&changed)
