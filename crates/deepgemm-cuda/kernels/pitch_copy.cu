@@ -89,32 +89,101 @@ extern "C" __global__ void deepgemm_pitch_copy_batch(const __grid_constant__ dg_
 
 // Transposes a matrix of 1-byte elements (fp8 operands, which wgmma reads K-major only): line y
 // of `cols` bytes at src + y * src_pitch becomes column y of dst, whose line x holds `rows`
-// bytes at dst + x * dst_pitch. 32x32 tiles go through shared memory, so that a warp reads 32
-// consecutive bytes of a source line and writes 32 consecutive bytes of a destination line. The
-// grid covers the columns in x and walks the rows' tiles with a stride of gridDim.y.
-extern "C" __global__ void deepgemm_transpose_bytes(const unsigned char* __restrict__ src,
-                                                    unsigned long long src_pitch,
-                                                    unsigned char* __restrict__ dst,
-                                                    unsigned long long dst_pitch,
-                                                    unsigned long long rows,
-                                                    unsigned long long cols) {
+// bytes at dst + x * dst_pitch (dst and dst_pitch are multiples of 16: a workspace).
+//
+// A block of 256 threads moves 64x64-byte tiles, each thread 16 bytes in and 16 out:
+//   1. every thread reads 16 bytes of one of the tile's 64 source lines (one aligned 16-byte
+//      load, or two joined by funnel shifts when the source is misaligned, as in the copy above)
+//      into `in`, four words per thread;
+//   2. every thread takes a 4x4 block of bytes (four words of four consecutive lines at one
+//      4-byte column), transposes it with byte permutes and writes the four words of the
+//      destination lines into `out`;
+//   3. every thread stores 16 bytes of one of the 64 destination lines.
+// So each warp reads and writes whole 64-byte pieces of lines with 16-byte global accesses. The first
+// version moved a byte per thread through a 32x32 tile: 0.65 TB/s on the H200, 7% of DRAM's
+// peak. The grid covers the columns' tiles in x and walks the rows' tiles with a stride of
+// gridDim.y.
+constexpr int DG_T = 64;          // tile edge, bytes
+constexpr int DG_T_WORDS = 16;    // a tile line, in 4-byte words
+constexpr int DG_IN_PITCH = 20;   // words per `in` line: four 4-line groups 16 banks apart
+// Words per `out` line. Step 2 writes a word to each of 16 lines 4 apart: 17 spreads them over 16
+// banks (two threads share each: 2-way), where a 16-byte-aligned pitch (for vector reads in step
+// 3) would put 16 threads on each of two banks.
+constexpr int DG_OUT_PITCH = 17;
+
+__device__ __forceinline__ uint4 dg_load_16(const unsigned char* from, const unsigned char* src_end,
+                                            int bytes) {
+  const int at = (int)(reinterpret_cast<unsigned long long>(from) % 16);
+  const uint4* word = reinterpret_cast<const uint4*>(from - at);
+  if (bytes == 16 && at == 0) return word[0];
+  // As copy_chunk: the second word is read only where it lies inside the source.
+  if (bytes == 16 && reinterpret_cast<const unsigned char*>(word + 2) <= src_end)
+    return dg_bytes_from(word[0], word[1], at);
+  unsigned w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int b = 0; b < 16; ++b)
+    if (b < bytes) w[b / 4] |= (unsigned)from[b] << (8 * (b % 4));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+extern "C" __global__ void __launch_bounds__(256) deepgemm_transpose_bytes(
+    const unsigned char* __restrict__ src, unsigned long long src_pitch,
+    unsigned char* __restrict__ dst, unsigned long long dst_pitch, unsigned long long rows,
+    unsigned long long cols) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // As the copy above: the GEMM behind it may be launched now.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
-  __shared__ unsigned char tile[32][33];  // one byte of padding: column reads spread over banks
-  const unsigned long long x0 = (unsigned long long)blockIdx.x * 32;  // the tile's first column
-  for (unsigned long long y0 = (unsigned long long)blockIdx.y * 32; y0 < rows;
-       y0 += (unsigned long long)gridDim.y * 32) {
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-      const unsigned long long y = y0 + r, x = x0 + threadIdx.x;
-      if (y < rows && x < cols) tile[r][threadIdx.x] = src[y * src_pitch + x];
+  __shared__ __align__(16) unsigned in[DG_T * DG_IN_PITCH];
+  __shared__ unsigned out[DG_T * DG_OUT_PITCH];
+  const int t = threadIdx.x;
+  const int line = t / 4, piece = t % 4;           // steps 1 and 3: a line's 16-byte piece
+  const int col_quad = t % 16, line_quad = t / 16;  // step 2: a 4x4 block of bytes
+  const unsigned char* src_end = src + (rows - 1) * src_pitch + cols;
+  const unsigned long long x0 = (unsigned long long)blockIdx.x * DG_T;  // the tile's first column
+  for (unsigned long long y0 = (unsigned long long)blockIdx.y * DG_T; y0 < rows;
+       y0 += (unsigned long long)gridDim.y * DG_T) {
+    // 1. Source line y0 + line, bytes x0 + 16 * piece ...
+    {
+      const unsigned long long y = y0 + line, x = x0 + 16 * piece;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (y < rows && x < cols)
+        v = dg_load_16(src + y * src_pitch + x, src_end, (int)min(cols - x, 16ull));
+      *reinterpret_cast<uint4*>(&in[line * DG_IN_PITCH + 4 * piece]) = v;
     }
     __syncthreads();
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-      const unsigned long long x = x0 + r, y = y0 + threadIdx.x;  // byte y of line x
-      if (x < cols && y < rows) dst[x * dst_pitch + y] = tile[threadIdx.x][r];
+    // 2. w[i]: bytes 4 * col_quad .. + 3 of source line 4 * line_quad + i. Destination line
+    // 4 * col_quad + j takes byte j of each, in order of i.
+    {
+      unsigned w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = in[(4 * line_quad + i) * DG_IN_PITCH + col_quad];
+      const unsigned lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+      const unsigned lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+      unsigned* o = &out[4 * col_quad * DG_OUT_PITCH + line_quad];
+      o[0 * DG_OUT_PITCH] = __byte_perm(lo01, lo23, 0x5410);
+      o[1 * DG_OUT_PITCH] = __byte_perm(lo01, lo23, 0x7632);
+      o[2 * DG_OUT_PITCH] = __byte_perm(hi01, hi23, 0x5410);
+      o[3 * DG_OUT_PITCH] = __byte_perm(hi01, hi23, 0x7632);
     }
-    __syncthreads();  // the tile is refilled by the next rows
+    __syncthreads();
+    // 3. Destination line x0 + line, bytes y0 + 16 * piece ...
+    {
+      const unsigned long long x = x0 + line, y = y0 + 16 * piece;
+      if (x < cols && y < rows) {
+        const unsigned* o = &out[line * DG_OUT_PITCH + 4 * piece];
+        const unsigned w[4] = {o[0], o[1], o[2], o[3]};
+        unsigned char* to = dst + x * dst_pitch + y;
+        if (y + 16 <= rows) {
+          *reinterpret_cast<uint4*>(to) = make_uint4(w[0], w[1], w[2], w[3]);
+        } else {
+#pragma unroll
+          for (int b = 0; b < 16; ++b)
+            if (y + b < rows) to[b] = (unsigned char)(w[b / 4] >> (8 * (b % 4)));
+        }
+      }
+    }
+    // `in` is refilled by the next rows only after every thread has read it (step 2 ended at the
+    // barrier above), and `out` is rewritten after the next barrier: no third barrier needed.
   }
 }

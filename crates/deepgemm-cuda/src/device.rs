@@ -209,7 +209,12 @@ impl Gpu {
             .map_err(driver("cuMemsetD8Async"))
     }
 
-    /// Copies host bytes to `buffer` at `offset` and waits for the copy.
+    /// Copies host bytes to `buffer` at `offset` in stream order and waits for the copy.
+    ///
+    /// Not `cuMemcpyHtoD`: from pageable memory it returns once the bytes are staged, and its DMA
+    /// then runs on the legacy default stream, which this crate's non-blocking stream does not
+    /// wait for. A kernel launched right after could read (or a copy-back be overwritten by) the
+    /// upload still in flight: it was seen as poison left in a 32 KB output.
     pub fn upload(
         &self,
         buffer: &DeviceBuffer,
@@ -221,9 +226,11 @@ impl Gpu {
             return Ok(());
         }
         self.bind()?;
-        // SAFETY: the range lies inside the buffer; the copy is synchronous.
-        unsafe { result::memcpy_htod_sync(buffer.ptr + offset as u64, data) }
-            .map_err(driver("cuMemcpyHtoD"))
+        // SAFETY: the range lies inside the buffer; `data` outlives the copy, which the
+        // synchronisation below waits for.
+        unsafe { result::memcpy_htod_async(buffer.ptr + offset as u64, data, self.stream()) }
+            .map_err(driver("cuMemcpyHtoDAsync"))?;
+        self.synchronize()
     }
 
     /// Copies `out.len()` bytes from `buffer` at `offset` to the host, after the stream's work.

@@ -23,8 +23,9 @@ pub fn source() -> String {
 /// Its entry points: the pitched copies, and the transposition of 1-byte elements.
 const ENTRY: &str = "deepgemm_pitch_copy_batch";
 const TRANSPOSE_ENTRY: &str = "deepgemm_transpose_bytes";
-/// The transpose kernel's block: 32 columns by 8 rows of threads, a 32x32 tile of bytes.
-const TRANSPOSE_BLOCK: (u32, u32, u32) = (32, 8, 1);
+/// The transpose kernel's block (256 threads) and the edge of its square tile of bytes.
+const TRANSPOSE_BLOCK: (u32, u32, u32) = (256, 1, 1);
+const TRANSPOSE_TILE: u64 = 64;
 /// The most tile rows in one launch's grid (gridDim.y's limit); the kernel walks the rest.
 const MAX_GRID_Y: u64 = 65535;
 /// Copies one launch moves (the kernel's `DG_MAX_COPIES`; the model counts launches by it).
@@ -196,11 +197,13 @@ impl PitchCopy {
             });
         }
         let grid = (
-            u32::try_from((t.cols as u64).div_ceil(32)).map_err(|_| CudaError::InvalidOperand {
-                operand: "transpose".into(),
-                problem: format!("{} columns exceed the grid", t.cols),
+            u32::try_from((t.cols as u64).div_ceil(TRANSPOSE_TILE)).map_err(|_| {
+                CudaError::InvalidOperand {
+                    operand: "transpose".into(),
+                    problem: format!("{} columns exceed the grid", t.cols),
+                }
             })?,
-            (t.rows as u64).div_ceil(32).min(MAX_GRID_Y) as u32,
+            (t.rows as u64).div_ceil(TRANSPOSE_TILE).min(MAX_GRID_Y) as u32,
             1,
         );
         let (mut src, mut src_pitch, mut dst, mut dst_pitch, mut rows, mut cols) = (

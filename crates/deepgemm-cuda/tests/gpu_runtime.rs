@@ -273,27 +273,32 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
 }
 
 /// The fp8 transpose (`PitchCopy::enqueue_transpose`): every byte lands at its transposed place
-/// and the destination's padding is untouched, for ragged shapes (not multiples of its 32x32
-/// tiles, one line, one column), odd source offsets and pitches, and more tile rows than one
-/// grid holds (65535), so that the kernel's row loop turns.
+/// and the destination's padding is untouched, for ragged shapes (not multiples of its 64x64
+/// tiles, one line, one column), aligned sources (whole 16-byte loads) and odd source offsets
+/// and pitches (joined loads, and bytes one by one at the source's end), and more tile rows than
+/// one grid holds (65535), so that the kernel's row loop turns.
 #[test]
 fn gpu_transpose_moves_every_byte_to_its_place() {
     use deepgemm_cuda::pitch_copy::{PitchCopy, Transpose};
     let gpu = gpu();
     let kernel = PitchCopy::load(&gpu).unwrap();
     let mut seed = fresh_seed();
-    // (source offset, rows, cols)
-    for (offset, rows, cols) in [
-        (0usize, 64usize, 64usize),
-        (1, 127, 129),
-        (3, 1, 1000),
-        (5, 1000, 1),
-        (7, 33, 31),
-        (0, 2_100_000, 3),
+    // (source offset, rows, cols, source pitch)
+    for (offset, rows, cols, src_pitch) in [
+        (0usize, 64usize, 64usize, 64usize),
+        (0, 256, 320, 336),
+        (0, 4096, 2048, 2048),
+        (16, 100, 200, 208),
+        (0, 64, 64, 69),
+        (1, 127, 129, 134),
+        (3, 1, 1000, 1005),
+        (5, 1000, 1, 6),
+        (7, 33, 31, 36),
+        (0, 4_200_000, 3, 8),
     ] {
-        let src_pitch = cols + 5;
         let dst_pitch = rows.next_multiple_of(16) + 16;
-        let src_bytes: Vec<u8> = (0..offset + src_pitch * rows)
+        // The source ends at its last byte, so that loads near the end cannot run past it.
+        let src_bytes: Vec<u8> = (0..offset + src_pitch * (rows - 1) + cols)
             .map(|_| {
                 seed = seed
                     .wrapping_mul(6364136223846793005)
