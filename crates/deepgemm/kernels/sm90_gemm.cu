@@ -33,6 +33,12 @@ constexpr bool PINGPONG = {{PINGPONG}};   // consumers alternate whole tiles (el
 constexpr int CLUSTER_M = {{CLUSTER_M}};  // blocks per cluster, along M, sharing B
 constexpr int GROUP_M = {{GROUP_M}};      // cluster-tile rows per raster group (L2 reuse)
 constexpr int THREADS = 128 * (1 + CONSUMERS);
+// setmaxnreg moves registers within what the block holds from its launch (each thread the
+// register file's share, in multiples of 8, at most 255): the consumers' increase must fit what
+// the producer gives back, or it waits for ever.
+static_assert(128 * {{PRODUCER_REGISTERS}} + 128 * CONSUMERS * {{CONSUMER_REGISTERS}} <=
+                  THREADS * ((65536 / THREADS < 255 ? 65536 / THREADS : 255) / 8 * 8),
+              "the warpgroups' registers exceed the block's");
 constexpr int WG_M = PINGPONG ? TILE_M : TILE_M / CONSUMERS;  // rows of a tile per consumer
 constexpr int TILE_STRIDE = PINGPONG ? CONSUMERS : 1;  // a consumer's tiles, in ring order
 constexpr int STAGE_READERS = PINGPONG ? 1 : CONSUMERS;  // consumers that read each stage

@@ -232,11 +232,24 @@ fn producer_registers(hw: &Hardware) -> u32 {
         .unwrap_or(DEFAULT_PRODUCER_REGS)
 }
 
-/// Registers each consumer thread may use after `setmaxnreg.inc`: what the register file leaves
-/// once the producer warpgroup is down to [`producer_registers`], in multiples of 8, at most 240.
+/// The registers a block of `threads` holds from its launch (one block per SM): each thread gets
+/// what the register file allows, in multiples of 8, at most the per-thread limit. `setmaxnreg`
+/// only moves registers within this pool, and an increase asking for more than the other
+/// warpgroups gave back waits for ever: 384 threads launch with 168 each, 64,512 in all, not the
+/// file's 65,536 (a 64-register producer with 224-register consumers hung on the H200).
+fn register_pool(threads: u32, hw: &Hardware) -> u32 {
+    let per_thread = (hw.regs_per_sm / threads.max(1)).min(hw.max_regs_per_thread) / 8 * 8;
+    per_thread * threads
+}
+
+/// Registers each consumer thread may use after `setmaxnreg.inc`: what the block's
+/// [`register_pool`] leaves once the producer warpgroup is down to [`producer_registers`], in
+/// multiples of 8, at most 240.
 pub fn consumer_registers(consumers: u32, hw: &Hardware) -> u32 {
-    let left = (hw.regs_per_sm / 128).saturating_sub(producer_registers(hw));
-    (left / consumers.max(1) / 8 * 8).min(240)
+    let consumers = consumers.max(1);
+    let left =
+        register_pool(128 * (1 + consumers), hw).saturating_sub(128 * producer_registers(hw));
+    (left / (128 * consumers) / 8 * 8).min(240)
 }
 
 fn is_fp8(dtype: DType) -> bool {
@@ -780,19 +793,12 @@ impl BackendImpl for Sm90 {
         if !plan.threads.has_producer() {
             return hw_cap;
         }
-        // One block per SM; the producer keeps `producer_regs`, the consumers share the rest
-        // (setmaxnreg moves registers in multiples of 8).
-        let producer_threads = plan.threads.threads() - plan.threads.math_threads();
-        let consumer_threads = plan.threads.math_threads().max(1);
-        let producer_regs = if hw.features.setmaxnreg {
-            producer_registers(hw)
-        } else {
-            hw.regs_per_sm / plan.threads.threads().max(1)
-        };
-        let left = hw
-            .regs_per_sm
-            .saturating_sub(producer_regs * producer_threads);
-        ((left / consumer_threads) / 8 * 8).min(hw_cap)
+        // One block per SM: with setmaxnreg the consumers get the kernel's `setmaxnreg.inc`
+        // figure, else every thread an equal share.
+        if hw.features.setmaxnreg {
+            return consumer_registers(consumer_warpgroups(&plan.threads), hw).min(hw_cap);
+        }
+        (hw.regs_per_sm / plan.threads.threads().max(1) / 8 * 8).min(hw_cap)
     }
 
     fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
@@ -811,5 +817,37 @@ impl BackendImpl for Sm90 {
     /// The consumer warpgroups (the producer does no math).
     fn warpgroups(&self, plan: &Plan) -> u32 {
         consumer_warpgroups(&plan.threads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every producer figure the hardware file may give (`setmaxnreg` takes 24..=256 in steps of
+    /// 8) leaves the consumers a figure whose split fits the registers the block launches with,
+    /// so that no `setmaxnreg.inc` waits for ever; the calibrated 40 keeps 232 for two
+    /// consumers and 240 for one.
+    #[test]
+    fn the_register_split_fits_the_block() {
+        let mut hw = crate::hw::preset("h200").unwrap();
+        for producer in (24..=256).step_by(8) {
+            hw.calibration.backends.get_mut(Backend::Sm90).producer_regs = Some(producer);
+            for consumers in [1, 2] {
+                let each = consumer_registers(consumers, &hw);
+                let pool = register_pool(128 * (1 + consumers), &hw);
+                assert!(
+                    128 * producer + 128 * consumers * each <= pool,
+                    "producer {producer}, {consumers} consumers at {each}: pool {pool}"
+                );
+                assert!(each.is_multiple_of(8) && each <= 240);
+            }
+        }
+        hw.calibration.backends.get_mut(Backend::Sm90).producer_regs = Some(40);
+        assert_eq!(consumer_registers(2, &hw), 232);
+        assert_eq!(consumer_registers(1, &hw), 240);
+        // The split that hung: a 64-register producer leaves two consumers 216, not 224.
+        hw.calibration.backends.get_mut(Backend::Sm90).producer_regs = Some(64);
+        assert_eq!(consumer_registers(2, &hw), 216);
     }
 }
