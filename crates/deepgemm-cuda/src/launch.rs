@@ -545,10 +545,7 @@ impl LoadedKernel {
                     buffer.ptr(),
                     bound.dtype,
                     Geometry {
-                        layout: match g.layout {
-                            deepgemm::spec::Layout::Row => deepgemm::spec::Layout::Col,
-                            deepgemm::spec::Layout::Col => deepgemm::spec::Layout::Row,
-                        },
+                        layout: g.layout.transposed(),
                         ld: staged_pitch,
                         ..g
                     },

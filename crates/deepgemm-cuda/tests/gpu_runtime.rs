@@ -7,6 +7,7 @@ mod gpu_support;
 use deepgemm::plan::{Backend, Shape};
 use deepgemm_cuda::cache::compile_kernel;
 use deepgemm_cuda::cublaslt::Baseline;
+use deepgemm_cuda::device::{DeviceBuffer, Gpu};
 use deepgemm_cuda::runner::{run, DeviceProblem, RunOptions};
 use deepgemm_cuda::timing::{tflops, Timer, TimingOptions};
 use deepgemm_cuda::{nvrtc, CudaError};
@@ -190,6 +191,29 @@ fn gpu_cublaslt_refuses_what_it_cannot_fuse() {
     }
 }
 
+/// `len` pseudo-random bytes from `seed` (advanced), and a device buffer holding them: the
+/// source of a copy test.
+fn random_source(gpu: &Gpu, seed: &mut u64, len: usize) -> (Vec<u8>, DeviceBuffer) {
+    let bytes: Vec<u8> = (0..len)
+        .map(|_| {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (*seed >> 56) as u8
+        })
+        .collect();
+    let buffer = gpu.alloc(len).unwrap();
+    gpu.upload(&buffer, 0, &bytes).unwrap();
+    (bytes, buffer)
+}
+
+/// `len` device bytes of 0xAB: a copy's destination, whose untouched bytes stay recognisable.
+fn poisoned(gpu: &Gpu, len: usize) -> DeviceBuffer {
+    let buffer = gpu.alloc(len).unwrap();
+    gpu.memset(buffer.ptr(), 0xAB, len).unwrap();
+    buffer
+}
+
 /// The repack copy moves every byte of every line, for every source alignment, and writes
 /// nothing past a line's width (the destination's padding keeps its poison). A source pitch of
 /// width + 3 + offset walks the lines' source offsets (mod 16) through many values, and every
@@ -227,18 +251,9 @@ fn gpu_pitch_copy_moves_every_byte_and_nothing_else() {
     for (offset, width, height) in cases {
         let src_pitch = width + 3 + offset;
         let dst_pitch = width.next_multiple_of(16) + 16;
-        let src_bytes: Vec<u8> = (0..offset + src_pitch * (height - 1) + width)
-            .map(|_| {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (seed >> 56) as u8
-            })
-            .collect();
-        let src = gpu.alloc(src_bytes.len()).unwrap();
-        gpu.upload(&src, 0, &src_bytes).unwrap();
-        let dst = gpu.alloc(dst_pitch * height).unwrap();
-        gpu.memset(dst.ptr(), 0xAB, dst_pitch * height).unwrap();
+        let (src_bytes, src) =
+            random_source(&gpu, &mut seed, offset + src_pitch * (height - 1) + width);
+        let dst = poisoned(&gpu, dst_pitch * height);
         let copy = Copy2d {
             src: src.ptr() + offset as u64,
             src_pitch,
@@ -298,18 +313,9 @@ fn gpu_transpose_moves_every_byte_to_its_place() {
     ] {
         let dst_pitch = rows.next_multiple_of(16) + 16;
         // The source ends at its last byte, so that loads near the end cannot run past it.
-        let src_bytes: Vec<u8> = (0..offset + src_pitch * (rows - 1) + cols)
-            .map(|_| {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (seed >> 56) as u8
-            })
-            .collect();
-        let src = gpu.alloc(src_bytes.len()).unwrap();
-        gpu.upload(&src, 0, &src_bytes).unwrap();
-        let dst = gpu.alloc(dst_pitch * cols).unwrap();
-        gpu.memset(dst.ptr(), 0xAB, dst_pitch * cols).unwrap();
+        let (src_bytes, src) =
+            random_source(&gpu, &mut seed, offset + src_pitch * (rows - 1) + cols);
+        let dst = poisoned(&gpu, dst_pitch * cols);
         let t = Transpose {
             src: src.ptr() + offset as u64,
             src_pitch,
@@ -493,7 +499,7 @@ const CHANNELS: &str = "input sa: f32[M] scale_of A; input sb: f32[N] scale_of B
 
 /// Runs the baseline on `spec` and returns its check and the scale mode it reported.
 fn cublaslt_fp8(
-    gpu: &deepgemm_cuda::device::Gpu,
+    gpu: &Gpu,
     spec: &deepgemm::spec::KernelSpec,
     shape: (u64, u64, u64),
 ) -> (deepgemm::reference::Check, String) {

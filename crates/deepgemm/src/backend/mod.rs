@@ -175,10 +175,7 @@ pub fn kernel_view(spec: &KernelSpec, backend: Backend) -> Cow<'_, KernelSpec> {
     let mut view = spec.clone();
     for operand in view.operands.iter_mut() {
         if transposed.contains(&operand.role) {
-            operand.layout = match operand.layout {
-                Layout::Row => Layout::Col,
-                Layout::Col => Layout::Row,
-            };
+            operand.layout = operand.layout.transposed();
         }
     }
     Cow::Owned(view)

@@ -165,18 +165,14 @@ impl Problem {
     /// other layout ([`crate::backend::BackendImpl::transposes`]).
     pub fn kernel_view(&self, backend: crate::plan::Backend) -> Problem {
         let [ta, tb] = crate::backend::transposed_problem_roles(self, backend);
-        let flip = |layout: Layout| match layout {
-            Layout::Row => Layout::Col,
-            Layout::Col => Layout::Row,
-        };
         Problem {
             a_layout: if ta {
-                flip(self.a_layout)
+                self.a_layout.transposed()
             } else {
                 self.a_layout
             },
             b_layout: if tb {
-                flip(self.b_layout)
+                self.b_layout.transposed()
             } else {
                 self.b_layout
             },

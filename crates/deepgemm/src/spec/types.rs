@@ -54,6 +54,16 @@ pub enum Layout {
     Col,
 }
 
+impl Layout {
+    /// The other order: what a matrix in this layout is, read transposed.
+    pub fn transposed(self) -> Layout {
+        match self {
+            Layout::Row => Layout::Col,
+            Layout::Col => Layout::Row,
+        }
+    }
+}
+
 /// A dimension of an operand: a shape symbol, a literal, or a symbol divided by a block size
 /// (scale tensors: `K/128`, rounded up).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
