@@ -140,6 +140,28 @@ fn gpu_sm90_schedules() {
     assert!(reports.iter().any(|r| !r.plan.contains(" c2x1")));
 }
 
+/// The gemv backend: every case of its matrix (gpu_support::gemv), each forced onto gemv plans.
+#[test]
+fn gpu_gemv_matrix() {
+    let reports = check_matrix(&gpu(), Backend::Gemv, &gpu_support::gemv());
+    assert!(reports.iter().all(|r| r.plan.starts_with("gemv")));
+    // A and B are never repacked: gemv reads rows at any alignment (an f32 D 2 bytes off its
+    // element alignment is).
+    assert!(reports
+        .iter()
+        .all(|r| !r.repacked.iter().any(|n| n == "A" || n == "B")));
+}
+
+/// gemv on the NT cases of the shared matrix (shapes, dtypes, epilogues).
+#[test]
+fn gpu_gemv_shared_cases() {
+    let mut cases = half_dtypes();
+    cases.extend(shapes());
+    cases.extend(epilogues("bf16"));
+    cases.retain(gpu_support::gemv_takes);
+    check_matrix(&gpu(), Backend::Gemv, &cases);
+}
+
 /// fp8 on sm90 against the dequantized f64 reference (‖D−ref‖/‖ref‖ < 1e-2; issue 12): every
 /// scaling, both formats, ragged and misaligned shapes, epilogues and schedules.
 #[test]

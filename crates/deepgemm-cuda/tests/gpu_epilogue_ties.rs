@@ -120,3 +120,8 @@ fn gpu_epilogue_ties_sm80() {
 fn gpu_epilogue_ties_simt() {
     check_ties(Backend::Simt);
 }
+
+#[test]
+fn gpu_epilogue_ties_gemv() {
+    check_ties(Backend::Gemv);
+}

@@ -18,7 +18,7 @@ fn nvrtc_every_gpu_matrix_kernel_builds() {
     }
     let mut failures = Vec::new();
     let mut sources = BTreeMap::new();
-    for backend in [Backend::Sm90, Backend::Sm80, Backend::Simt] {
+    for backend in Backend::ALL {
         for case in matrix(backend) {
             match kernel(&case, backend) {
                 Ok((_, k)) => {

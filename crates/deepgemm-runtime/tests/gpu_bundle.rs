@@ -134,6 +134,11 @@ fn gpu_bundle_simt_matrix() {
     check_cases(Backend::Simt, &gpu_support::matrix(Backend::Simt));
 }
 
+#[test]
+fn gpu_bundle_gemv_matrix() {
+    check_cases(Backend::Gemv, &gpu_support::matrix(Backend::Gemv));
+}
+
 /// An M range (several variants, each picked by the dispatch table), at shapes inside every
 /// bucket; repeated launches encode no new tensor map and allocate nothing.
 #[test]

@@ -15,16 +15,20 @@ pub enum Backend {
     Sm80,
     /// CUDA-core FFMA fallback for every dtype on every architecture.
     Simt,
+    /// CUDA-core streaming kernel for GEMMs with a few rows or columns (decode-sized M, a
+    /// handful of outputs per row): reads the large operand once, at any alignment.
+    Gemv,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 3] = [Backend::Sm90, Backend::Sm80, Backend::Simt];
+    pub const ALL: [Backend; 4] = [Backend::Sm90, Backend::Sm80, Backend::Simt, Backend::Gemv];
 
     pub fn name(self) -> &'static str {
         match self {
             Backend::Sm90 => "sm90",
             Backend::Sm80 => "sm80",
             Backend::Simt => "simt",
+            Backend::Gemv => "gemv",
         }
     }
 

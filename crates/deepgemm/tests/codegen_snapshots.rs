@@ -10,7 +10,7 @@
 
 mod codegen_specs;
 
-use codegen_specs::{simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
+use codegen_specs::{gemv_plan, simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
 use deepgemm::codegen::{generate, generated_parts, GeneratedParts};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Plan;
@@ -21,7 +21,7 @@ type CaseBuilder = fn() -> (KernelSpec, Plan);
 
 /// One (spec, plan) per backend and per schedule or staging mode its generator has, by
 /// snapshot name.
-const CASES: [(&str, CaseBuilder); 9] = [
+const CASES: [(&str, CaseBuilder); 11] = [
     // sm80: 16-bit operands in XOR-swizzled shared memory, a fused bias + GELU.
     ("sm80_bf16_bias_gelu", || {
         let spec = spec(&SpecShape {
@@ -61,6 +61,25 @@ const CASES: [(&str, CaseBuilder); 9] = [
             ..SpecShape::default()
         });
         let plan = simt_plan(&spec, (128, 128, 8), 2);
+        (spec, plan)
+    }),
+    // gemv streaming A (16 rows per block) against 8 columns of B, a fused bias + GELU.
+    ("gemv_bf16_a_streamed_bias_gelu", || {
+        let spec = spec(&SpecShape {
+            bias_gelu: true,
+            ..SpecShape::default()
+        });
+        let plan = gemv_plan(&spec, (16, 8, 1024));
+        (spec, plan)
+    }),
+    // gemv streaming B against one row of A (decode), f16 in, f32 D.
+    ("gemv_f16_b_streamed_f32_d", || {
+        let spec = spec(&SpecShape {
+            input: DType::F16,
+            output: DType::F32,
+            ..SpecShape::default()
+        });
+        let plan = gemv_plan(&spec, (1, 16, 4096));
         (spec, plan)
     }),
     // simt storing an fp8 D with the amax of the whole tensor.

@@ -456,11 +456,88 @@ pub fn matrix(backend: Backend) -> Vec<Case> {
             cases.extend(padded_and_offset("bf16", "bf16"));
             cases.extend(sm90_schedules());
         }
+        Backend::Gemv => {
+            cases.retain(gemv_takes);
+            cases.extend(gemv());
+        }
         Backend::Sm80 => {
             cases.push(Case::new("tf32", "f32", (17, 33, 65)));
             cases.push(Case::new("tf32", "f32", (1000, 3000, 2000)));
             cases.extend(padded_and_offset("bf16", "bf16"));
         }
+    }
+    cases
+}
+
+/// Whether a case of the shared matrix is gemv's: NT (it streams K-major operands only) and
+/// small enough for the CUDA cores (4095x4097x4093 and 8192^3 would take seconds there).
+pub fn gemv_takes(case: &Case) -> bool {
+    let Shape { m, n, k } = case.shape;
+    case.layouts == ["row", "col", "row"] && m * n * k <= 1 << 33
+}
+
+/// The gemv kernel (NT only): both operands streamed, every small-side width forced, K below one 16-byte word and not a multiple of one, rows at every 2-byte skew
+/// (ld = K + 1, 2-byte-offset bases, odd K), f32 / tf32 / f16 inputs, fp8 D with amax, epilogues.
+pub fn gemv() -> Vec<Case> {
+    const FORCED: [&str; 8] = [
+        "TILE_N == 1; TILE_M == 16;",
+        "TILE_N == 2; TILE_M == 16;",
+        "TILE_N == 4; TILE_M == 16;",
+        "TILE_N == 8; TILE_M == 16;",
+        "TILE_M == 1; TILE_N == 16;",
+        "TILE_M == 2; TILE_N == 16;",
+        "TILE_M == 4; TILE_N == 16;",
+        "TILE_M == 8; TILE_N == 16;",
+    ];
+    let mut cases = Vec::new();
+    for constraints in FORCED {
+        for shape in [(3001, 7, 3001), (7, 3001, 3001), (37, 41, 1000)] {
+            cases.push(Case::new("bf16", "bf16", shape).constraints(constraints));
+        }
+        cases.push(
+            Case::new("bf16", "bf16", (300, 5, 777))
+                .ld_pad(1)
+                .constraints(constraints),
+        );
+    }
+    for shape in [
+        (1, 1, 1),
+        (2, 300, 1),
+        (5, 1000, 7),
+        (1000, 3, 9),
+        (1, 8192, 8192),
+        (8, 4096, 4096),
+        (16, 6144, 4096),
+        (1000, 3, 2000),
+    ] {
+        cases.push(Case::new("bf16", "bf16", shape));
+    }
+    for shape in [(3001, 7, 3001), (7, 3001, 3001), (1, 4097, 4093)] {
+        cases.push(Case::new("bf16", "bf16", shape).ld_pad(1));
+        cases.push(Case::new("bf16", "bf16", shape).base_offset(2));
+        cases.push(Case::new("bf16", "bf16", shape).ld_pad(3).base_offset(2));
+    }
+    cases.push(Case::new("f32", "f32", (5, 1000, 999)).ld_pad(1));
+    cases.push(Case::new("f32", "f32", (999, 3, 4096)).base_offset(4));
+    cases.push(Case::new("tf32", "f32", (999, 3, 1000)));
+    cases.push(Case::new("f16", "f32", (8, 2000, 1000)).base_offset(2));
+    cases.push(
+        Case::new("bf16", "e4m3", (6, 1000, 2000))
+            .epilogue(Epilogue::Quantize)
+            .amax(true),
+    );
+    cases.push(Case::new("bf16", "bf16", (3, 1000, 700)).amax(false));
+    for epilogue in [
+        Epilogue::AlphaBetaC,
+        Epilogue::BiasGelu,
+        Epilogue::BiasGeluTanh,
+    ] {
+        cases.push(Case::new("bf16", "bf16", (4, 1001, 999)).epilogue(epilogue));
+        cases.push(
+            Case::new("f16", "f16", (999, 6, 1001))
+                .epilogue(epilogue)
+                .ld_pad(1),
+        );
     }
     cases
 }

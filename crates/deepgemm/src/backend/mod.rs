@@ -10,6 +10,7 @@
 //! Adding a backend is a module implementing [`BackendImpl`], its template, a [`Backend`]
 //! variant and its line in [`of`].
 
+mod gemv;
 mod simt;
 mod sm80;
 mod sm90;
@@ -29,6 +30,7 @@ pub fn of(backend: Backend) -> &'static dyn BackendImpl {
         Backend::Sm90 => &sm90::Sm90,
         Backend::Sm80 => &sm80::Sm80,
         Backend::Simt => &simt::Simt,
+        Backend::Gemv => &gemv::Gemv,
     }
 }
 

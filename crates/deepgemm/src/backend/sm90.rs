@@ -721,6 +721,7 @@ impl BackendImpl for Sm90 {
             smem_efficiency: 0.90,
             kblock_scale_cycles: Some(0.0),
             producer_regs: Some(DEFAULT_PRODUCER_REGS),
+            stream_efficiency: None,
         }
     }
 

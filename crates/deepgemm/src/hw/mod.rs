@@ -220,6 +220,11 @@ pub struct BackendCalibration {
     /// figure too). Only a backend whose defaults have it reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub producer_regs: Option<u32>,
+    /// Fraction of the DRAM rate (`dram_efficiency` of `dram_bw_gbps`) that the backend's
+    /// operand stream sustains where it holds its loads in registers rather than copying
+    /// asynchronously (gemv). Only a backend whose defaults have it reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_efficiency: Option<f64>,
 }
 /// A `calibration.backends` entry as written: every figure optional.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -230,6 +235,7 @@ struct BackendCalibrationEntry {
     smem_efficiency: Option<f64>,
     kblock_scale_cycles: Option<f64>,
     producer_regs: Option<u32>,
+    stream_efficiency: Option<f64>,
 }
 
 impl BackendCalibrationEntry {
@@ -256,12 +262,18 @@ impl BackendCalibrationEntry {
             self.producer_regs.is_some(),
             defaults.producer_regs.is_some(),
         )?;
+        unread(
+            "stream_efficiency",
+            self.stream_efficiency.is_some(),
+            defaults.stream_efficiency.is_some(),
+        )?;
         Ok(BackendCalibration {
             mma_efficiency: self.mma_efficiency.unwrap_or(defaults.mma_efficiency),
             l2_efficiency: self.l2_efficiency.unwrap_or(defaults.l2_efficiency),
             smem_efficiency: self.smem_efficiency.unwrap_or(defaults.smem_efficiency),
             kblock_scale_cycles: self.kblock_scale_cycles.or(defaults.kblock_scale_cycles),
             producer_regs: self.producer_regs.or(defaults.producer_regs),
+            stream_efficiency: self.stream_efficiency.or(defaults.stream_efficiency),
         })
     }
 }

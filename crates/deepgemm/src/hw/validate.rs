@@ -155,6 +155,9 @@ impl Hardware {
             if let Some(cycles) = figures.kblock_scale_cycles {
                 non_negative(field("kblock_scale_cycles"), cycles)?;
             }
+            if let Some(share) = figures.stream_efficiency {
+                fraction(field("stream_efficiency"), share)?;
+            }
             if let Some(regs) = figures.producer_regs {
                 if regs == 0 || regs > self.max_regs_per_thread {
                     return Err(invalid(

@@ -437,7 +437,15 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let load_latency_cycles = mv.l2_hit_rate * l2_latency_cycles
         + (1.0 - mv.l2_hit_rate) * dram_latency_cycles
         + round_trip_cycles;
-    let dram_bw = hw.dram_bw_gbps * 1e3 * cal.dram_efficiency; // bytes per microsecond
+    // bytes per microsecond; a backend that streams through registers sustains less of it
+    let dram_bw = hw.dram_bw_gbps
+        * 1e3
+        * cal.dram_efficiency
+        * cal
+            .backends
+            .get(plan.backend)
+            .stream_efficiency
+            .unwrap_or(1.0);
     let l2_bw = hw.l2_bw_gbps * 1e3 * cal.backends.get(plan.backend).l2_efficiency;
     let smem_bw_per_sm =
         hw.smem_bw_bytes_per_clk_per_sm * cal.backends.get(plan.backend).smem_efficiency; // bytes per cycle

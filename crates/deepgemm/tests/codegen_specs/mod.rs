@@ -251,6 +251,29 @@ pub fn sm80_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32, warps: (
     )
 }
 
+/// A gemv plan: `tile` = (m, n, k), one side the streamed operand's 16 rows, the other 1..8.
+pub fn gemv_plan(spec: &KernelSpec, tile: (u32, u32, u32)) -> Plan {
+    let mut plan = plan(
+        spec,
+        Backend::Gemv,
+        Tile {
+            m: tile.0,
+            n: tile.1,
+            k: tile.2,
+        },
+        1,
+        ThreadLayout::Threads { count: 256 },
+        1,
+    );
+    let element = spec.a().dtype.size_bytes();
+    plan.operands = OperandPath {
+        a_copy_bytes: element,
+        b_copy_bytes: element,
+        repack_misaligned: false,
+    };
+    plan
+}
+
 pub fn simt_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32) -> Plan {
     let layout = ThreadLayout::Threads { count: 256 };
     plan(
