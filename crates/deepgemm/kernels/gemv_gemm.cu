@@ -13,8 +13,8 @@
 //     lane shifts the pair its elements straddle into place (dg_bytes_from); words the operand's
 //     extent only partly covers are read element by element, so nothing outside it is touched.
 //   - At the end each lane holds partial sums of ROWS_PER_WARP x SMALL outputs: a transposing
-//     butterfly (31 shuffles whatever their number) leaves each output's sum in one lane, which
-//     applies the spec's epilogue and stores it.
+//     butterfly (N - 1 + 5 - log2 N shuffles for N sums) leaves each output's sum in one lane,
+//     which applies the spec's epilogue and stores it.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};

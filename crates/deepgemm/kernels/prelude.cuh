@@ -257,9 +257,9 @@ __device__ __forceinline__ void dg_wait_for_prior_grids() {
 template <int GROUP_M>
 __device__ __forceinline__ void dg_tile_coords(int block, int tiles_m, int tiles_n,
                                                int& tile_m, int& tile_n) {
-  // int suffices: tiles are at least 8 wide and extents below 2^31 - 2^16
-  // (codegen::MAX_EXTENT), so GROUP_M * tiles_n < 2^31 for GROUP_M <= 8; 64-bit division here
-  // costs the sm90 consumers registers they do not have.
+  // int suffices: extents are below 2^31 - 2^16 (codegen::MAX_EXTENT) and tiles at least 8 wide
+  // wherever GROUP_M > 1 (gemv's 1-wide tiles keep GROUP_M = 1), so GROUP_M * tiles_n < 2^31;
+  // 64-bit division here costs the sm90 consumers registers they do not have.
   static_assert(GROUP_M >= 1 && GROUP_M <= 8, "raster groups of 1 to 8 tile rows");
   const int blocks_per_group = GROUP_M * tiles_n;
   const int group = block / blocks_per_group;

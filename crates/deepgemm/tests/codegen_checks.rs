@@ -3,7 +3,7 @@
 
 mod codegen_specs;
 
-use codegen_specs::{simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
+use codegen_specs::{gemv_plan, simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
 use deepgemm::codegen::{
     check_supported, generate, CodegenError, GridRule, KernelArg, PlacedRegion, TensorMapArg,
     Workspace,
@@ -349,6 +349,40 @@ fn sm90_refuses_what_its_kernel_cannot_run() {
     let ok = sm90_plan(&s, (128, 128), 6, 2, true, 2);
     assert!(check_supported(&s, &ok).is_ok());
     assert!(ok.label().contains(" pp"));
+}
+
+/// gemv names what it cannot run: operands that are not K-major, fp8, a tile with neither side
+/// small, a chunk that stages too much per thread, and a ring of more than one stage.
+#[test]
+fn gemv_refuses_what_its_kernel_cannot_run() {
+    let reason_for = |s: &deepgemm::spec::KernelSpec, plan| {
+        unsupported_reason(check_supported(s, &plan).unwrap_err())
+    };
+    let nt = spec(&SpecShape::default());
+    assert!(check_supported(&nt, &gemv_plan(&nt, (16, 8, 1024))).is_ok());
+    assert!(check_supported(&nt, &gemv_plan(&nt, (1, 16, 8192))).is_ok());
+    let tn = spec(&SpecShape {
+        a_layout: Layout::Col,
+        ..SpecShape::default()
+    });
+    let r = reason_for(&tn, gemv_plan(&tn, (16, 8, 1024)));
+    assert!(r.contains("K-major"), "{r}");
+    let fp8 = spec(&SpecShape {
+        input: DType::E4m3,
+        ..SpecShape::default()
+    });
+    let r = reason_for(&fp8, gemv_plan(&fp8, (16, 8, 1024)));
+    assert!(r.contains("e4m3"), "{r}");
+    let r = reason_for(&nt, gemv_plan(&nt, (16, 16, 1024)));
+    assert!(r.contains("1, 2, 4 or 8"), "{r}");
+    // 8 rows x 2048 bf16 = 2048 words over 256 threads: 8 each, 4 allowed.
+    let r = reason_for(&nt, gemv_plan(&nt, (16, 8, 2048)));
+    assert!(r.contains("8 words per thread"), "{r}");
+    let r = reason_for(&nt, gemv_plan(&nt, (16, 8, 1000)));
+    assert!(r.contains("multiple of 256"), "{r}");
+    let mut two_stages = gemv_plan(&nt, (16, 8, 1024));
+    two_stages.stages = 2;
+    assert!(reason_for(&nt, two_stages).contains("stages 1"));
 }
 
 /// f32 inputs are refused by sm80 with the measured reason (the tensor cores' f32 sums

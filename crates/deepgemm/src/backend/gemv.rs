@@ -28,7 +28,8 @@ const WARPS: u32 = THREADS / 32;
 const SMALL_ROWS: [u32; 4] = [1, 2, 4, 8];
 /// Rows of the streamed operand per block: 2 per warp (4 spill beside the loads in flight).
 const STREAMED_ROWS: [u32; 1] = [16];
-/// The most 16-byte words of the small operand one thread stages per chunk (all in flight at once).
+/// The most 16-byte words of the small operand one thread stages per chunk (two in flight at a
+/// time beside the ring of the streamed operand).
 const MAX_STAGED_WORDS: u32 = 4;
 
 fn fail(reason: String) -> CodegenError {
@@ -62,9 +63,9 @@ fn input_refusal(spec: &KernelSpec) -> Option<String> {
             ));
         }
     }
-    if a.dtype.size_bytes() != b.dtype.size_bytes() {
+    if a.dtype != b.dtype {
         return Some(format!(
-            "A is {} and B is {}; gemv takes inputs of one element size",
+            "A is {} and B is {}; gemv takes one input dtype",
             a.dtype, b.dtype
         ));
     }
@@ -115,7 +116,7 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
             "TILE_K = {k} must be a multiple of {step_k} (one warp-wide 16-byte load per row)"
         )));
     }
-    let words = small * k / elems_per_word(spec) / THREADS;
+    let words = (small * k / elems_per_word(spec)).div_ceil(THREADS);
     if words > MAX_STAGED_WORDS {
         return Err(fail(format!(
             "TILE_K = {k} stages {words} words per thread; at most {MAX_STAGED_WORDS}"
@@ -298,8 +299,9 @@ impl BackendImpl for Gemv {
     }
 
     /// Each lane holds partial sums of all its warp's outputs (beyond the model's
-    /// `accumulators`, an even share of the tile), a word of each streamed row in flight and
-    /// as floats, and a word of the small operand as floats.
+    /// `accumulators`, an even share of the tile), its streamed rows' words in flight and as
+    /// floats, and a word of the small operand as floats. An estimate: the kernel's ring holds 2
+    /// to 8 words per lane by alignment and tile, counted here as two per row.
     fn fragment_registers(&self, plan: &Plan, accumulators: u32, input_bytes: u32) -> u32 {
         let (streamed, small, _) = roles(plan.tile);
         let rows_per_warp = streamed / WARPS;
