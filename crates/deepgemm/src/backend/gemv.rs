@@ -179,9 +179,6 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
 /// Every (streamed rows, small rows) pair both ways round, with chunks of 1 to 64 warp-wide
 /// steps of K; [`check`] keeps those that stage few enough words.
 fn propose(spec: &KernelSpec) -> Vec<Plan> {
-    if input_refusal(spec).is_some() {
-        return Vec::new();
-    }
     let threads = ThreadLayout::Threads { count: THREADS };
     let step_k = 32 * elems_per_word(spec);
     let mut out = Vec::new();

@@ -437,20 +437,15 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let load_latency_cycles = mv.l2_hit_rate * l2_latency_cycles
         + (1.0 - mv.l2_hit_rate) * dram_latency_cycles
         + round_trip_cycles;
-    // bytes per microsecond; a backend that streams through registers sustains less of it
-    let dram_bw = hw.dram_bw_gbps
-        * 1e3
-        * cal.dram_efficiency
-        * cal
-            .backends
-            .get(plan.backend)
-            .stream_efficiency
-            .unwrap_or(1.0);
-    let l2_bw = hw.l2_bw_gbps * 1e3 * cal.backends.get(plan.backend).l2_efficiency;
-    let smem_bw_per_sm =
-        hw.smem_bw_bytes_per_clk_per_sm * cal.backends.get(plan.backend).smem_efficiency; // bytes per cycle
-                                                                                          // DRAM operand bytes are spread over blocks in proportion (the per-wave panel count is folded
-                                                                                          // into the total); a persistent kernel's epilogue stores stream alongside the main loop.
+    let figures = cal.backends.get(plan.backend);
+    // Bytes per microsecond; a backend that streams through registers sustains less of DRAM's.
+    let dram_bw =
+        hw.dram_bw_gbps * 1e3 * cal.dram_efficiency * figures.stream_efficiency.unwrap_or(1.0);
+    let l2_bw = hw.l2_bw_gbps * 1e3 * figures.l2_efficiency;
+    let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * figures.smem_efficiency; // per cycle
+
+    // DRAM operand bytes are spread over blocks in proportion (the per-wave panel count is folded
+    // into the total); a persistent kernel's epilogue stores stream alongside the main loop.
     let streamed_dram_per_block = (mv.operand_dram_bytes
         + if plan.persistent {
             mv.epilogue_dram_bytes
