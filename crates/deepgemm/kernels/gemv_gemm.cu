@@ -2,24 +2,25 @@
 // gemv backend: D = A · B where one of M and N is a few (at most 8 per block): decode-sized M,
 // or a handful of output columns. Such a GEMM is a stream of the large operand ("X": rows of K
 // contiguous elements) against the few rows of the small one ("Y"), bound by DRAM, so this
-// kernel does not tile for reuse: it reads X once, with 16-byte loads at any alignment, and sums
-// on the CUDA cores in f32.
-//   - The block owns ROWS rows of X and SMALL rows of Y (one tile of D). Its 8 warps take
-//     ROWS_PER_WARP rows of X each; along K the lanes take consecutive 16-byte words, so a warp
-//     reads 512 contiguous bytes of each of its rows per step, and keeps AHEAD steps in flight.
-//   - Y is staged in shared memory chunk by chunk (TILE_K elements of every row), zero past K and
-//     past its extent; each step a lane reads its words of Y once for all of its rows of X.
-//   - A row that does not start on 16 bytes is read as the aligned words it overlaps, and each
-//     lane shifts the pair its elements straddle into place (dg_bytes_from); words the operand's
-//     extent only partly covers are read element by element, so nothing outside it is touched.
-//   - At the end each lane holds partial sums of ROWS_PER_WARP x SMALL outputs: a transposing
-//     butterfly (N - 1 + 5 - log2 N shuffles for N sums) leaves each output's sum in one lane,
-//     which applies the spec's epilogue and stores it.
+// kernel does not tile for reuse: it reads X once, at any alignment, and sums on the CUDA cores
+// in f32.
+//   - The block owns ROWS rows of X and SMALL rows of Y (one tile of D). K goes through a ring of
+//     STAGES chunks in shared memory, filled by cp.async: each row's chunk is copied as the
+//     aligned 16-byte words it overlaps, so a row that does not start on 16 bytes (ld = K + 1, an
+//     odd base) needs no repack; words the operand's extent only partly covers are copied element
+//     by element, so nothing outside it is touched.
+//   - The sums: with 16-bit inputs on the tensor cores (mma.sync m16n8k16, the warps splitting
+//     K, their tiles added in shared memory at the end). With 4-byte inputs in f32 FFMA:
+//     each of the 8 warps takes ROWS_PER_WARP rows of X, each lane one 16-byte word of a row per
+//     step (the aligned pair it straddles shifted into place, dg_bytes_from) against the same
+//     word of every row of Y, and a transposing butterfly (N - 1 + 5 - log2 N shuffles for N
+//     sums) leaves each output's sum in one lane.
+//   - One thread per output applies the spec's epilogue and stores it.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};
 constexpr int TILE_N = {{TILE_N}};
-constexpr int TILE_K = {{TILE_K}};    // Y's chunk along K, staged at once
+constexpr int TILE_K = {{TILE_K}};    // K per chunk of the ring
 constexpr int GROUP_M = {{GROUP_M}};  // tile rows per raster group
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
@@ -36,8 +37,16 @@ typedef {{D_TYPE}} ElementD;
 constexpr bool X_IS_A = TILE_N <= 8;
 constexpr int ROWS = X_IS_A ? TILE_M : TILE_N;   // rows of X per block
 constexpr int SMALL = X_IS_A ? TILE_N : TILE_M;  // rows of Y per block
-constexpr int ROWS_PER_WARP = ROWS / WARPS;
-constexpr int VALUES = ROWS_PER_WARP * SMALL;    // partial sums per lane
+// How the sums are made. 16-bit inputs (MMA): on the tensor cores, mma.sync m16n8k16 with X's
+// rows as the 16 rows and Y's as the 8 columns (zero past SMALL), the 8 warps splitting each
+// chunk's K and their 16 x 8 tiles summed through shared memory at the end. 4-byte inputs (f32,
+// and tf32 summed at f32 precision): FFMA on the CUDA cores, each warp owning ROWS_PER_WARP rows
+// of X, its lanes splitting K, and the sums reduced across the warp.
+constexpr bool MMA = {{MMA}};
+constexpr int ROWS_PER_WARP = ROWS / WARPS;      // FFMA: X rows per warp
+constexpr int VALUES = ROWS_PER_WARP * SMALL;    // FFMA: partial sums per lane
+constexpr int M_TILES = ROWS / 16;               // MMA: 16-row tiles of X
+constexpr int ACC = MMA ? 4 * M_TILES : VALUES;  // sums per lane
 template <bool C, typename T, typename F> struct dg_pick { typedef T type; };
 template <typename T, typename F> struct dg_pick<false, T, F> { typedef F type; };
 typedef typename dg_pick<X_IS_A, ElementA, ElementB>::type ElementX;
@@ -46,78 +55,155 @@ constexpr int ELEM_BYTES = sizeof(ElementA);  // A and B have one element size (
 constexpr int ELEMS_PER_WORD = 16 / ELEM_BYTES;
 constexpr int STEP_K = 32 * ELEMS_PER_WORD;      // K one warp-wide load of a row covers
 constexpr int STEPS = TILE_K / STEP_K;
-constexpr int Y_WORDS = SMALL * TILE_K / ELEMS_PER_WORD;  // 16-byte words of one Y chunk
 
 static_assert(sizeof(ElementA) == sizeof(ElementB) && (ELEM_BYTES == 2 || ELEM_BYTES == 4),
               "A and B have one element size, 2 or 4 bytes");
 static_assert(A_ROW && !B_ROW, "both operands are K-major");
-static_assert(ROWS % WARPS == 0 && ROWS_PER_WARP >= 1, "every warp owns whole rows of X");
-static_assert(VALUES <= 32 && (VALUES & (VALUES - 1)) == 0, "the butterfly takes 2^n <= 32");
+static_assert(MMA == (ELEM_BYTES == 2), "16-bit inputs sum on the tensor cores");
+static_assert(MMA || (ROWS % WARPS == 0 && ROWS_PER_WARP >= 1), "every warp owns whole rows of X");
+static_assert(MMA || (VALUES <= 32 && (VALUES & (VALUES - 1)) == 0), "the butterfly takes 2^n <= 32");
+static_assert(!MMA || (ROWS % 16 == 0 && SMALL <= 8), "mma tiles are 16 rows of X by 8 of Y");
 static_assert(TILE_K % STEP_K == 0, "a chunk is whole warp-wide steps");
-static_assert(SMALL * TILE_K * ELEM_BYTES == (X_IS_A ? {{B_STAGE_BYTES}} : {{A_STAGE_BYTES}}),
-              "the Y chunk differs from the plan's stage");
+static_assert(!MMA || (TILE_K / 16) % WARPS == 0, "every warp takes as many k-steps of a chunk");
+static_assert(!MMA || WARPS * ACC * 32 * 4 <= {{STAGES}} * ({{A_STAGE_BYTES}} + {{B_STAGE_BYTES}}),
+              "the warps' tiles are summed in the ring's shared memory");
 
 {{BYTES_FROM}}
 
-// A row's 16-byte word is read in two halves, so that a warp has many in flight: `dg_row_issue`
-// loads the aligned words the word at `at` overlaps (the second only where the row is not
-// 16-byte aligned, SKEWED), with no branch that waits on them; `dg_row_finish`, steps later,
-// shifts them into place. [first, last) bounds the operand's bytes: a word whose aligned pair
-// they do not wholly hold is not loaded there but read element by element by `dg_row_finish`,
-// so nothing outside the operand is touched. `valid` (1..8) of the word's elements are the
-// row's; the rest come back zero.
-struct dg_raw_word {
-  uint4 lo, hi;
+{{CP_ASYNC}}
+
+// ---- the ring of K chunks ---------------------------------------------------------------------
+// A stage holds one chunk of K (TILE_K elements) of each of the block's ROWS rows of X and
+// SMALL rows of Y, each row as the aligned 16-byte words its bytes overlap: CHUNK_WORDS of
+// them, one more where the row does not start on 16 bytes (its `skew`, the same in every chunk
+// since a chunk is a multiple of 512 bytes). The copies are cp.async, so a thread has as many
+// words in flight as the ring has stages ahead, at no cost in registers.
+constexpr int STAGES = {{STAGES}};
+constexpr int CHUNK_WORDS = TILE_K / ELEMS_PER_WORD;  // 16-byte words of one row's chunk
+constexpr int ROW_WORDS = CHUNK_WORDS + 1;            // and the word a skewed chunk runs into
+constexpr int STAGE_ROWS = ROWS + SMALL;              // X's rows first, then Y's
+constexpr int STAGE_WORDS = STAGE_ROWS * ROW_WORDS;
+static_assert(STAGES >= 2, "the cp.async ring needs at least two stages");
+static_assert(ROWS * ROW_WORDS * 16 == (X_IS_A ? {{A_STAGE_BYTES}} : {{B_STAGE_BYTES}}) &&
+                  SMALL * ROW_WORDS * 16 == (X_IS_A ? {{B_STAGE_BYTES}} : {{A_STAGE_BYTES}}),
+              "a stage differs from the plan's");
+
+// Where row i of a stage comes from: its first element, and the bytes [first, last) its
+// operand spans (the last row ends at column K). Rows past the operand's extent repeat its last
+// row, so that every word of the ring holds the operand's bytes; their sums are not stored.
+struct dg_stage_row {
+  const char* start;
+  const char* first;
+  const char* last;
 };
 
-template <bool SKEWED>
-__device__ __forceinline__ bool dg_row_pair_inside(const char* at, const char* first,
-                                                   const char* last) {
-  const char* lo = at - (reinterpret_cast<unsigned long long>(at) & 15);
-  return lo >= first && lo + (SKEWED ? 32 : 16) <= last;
-}
-
-template <bool SKEWED>
-__device__ __forceinline__ void dg_row_issue(dg_raw_word& raw, const char* at, const char* first,
-                                             const char* last) {
-  const char* lo = at - (reinterpret_cast<unsigned long long>(at) & 15);
-  raw.lo = raw.hi = make_uint4(0, 0, 0, 0);
-  if (dg_row_pair_inside<SKEWED>(at, first, last)) {
-    raw.lo = *reinterpret_cast<const uint4*>(lo);
-    if constexpr (SKEWED) raw.hi = *reinterpret_cast<const uint4*>(lo + 16);
+struct dg_gemv_view {
+  const char* x;
+  const char* y;
+  long long ldx, ldy;
+  const char* x_last;
+  const char* y_last;
+  int x_rows, y_rows, x0, y0, K;
+  __device__ __forceinline__ dg_stage_row row(int i) const {
+    if (i < ROWS) return {x + (long long)min(x0 + i, x_rows - 1) * ldx, x, x_last};
+    return {y + (long long)min(y0 + i - ROWS, y_rows - 1) * ldy, y, y_last};
   }
+  __device__ __forceinline__ int skew(int i) const {
+    return (int)(reinterpret_cast<unsigned long long>(row(i).start) & 15);
+  }
+};
+
+// A word the operand's extent only partly covers (at its first or last byte), read element by
+// element with plain loads and stored synchronously: nothing outside [first, last) is touched.
+// The __syncthreads that publishes the ring's cp.async copies publishes it too. Not inlined: a
+// few words per operand take it, and the copies of it would crowd the instruction cache.
+__device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, const char* first,
+                                                  const char* last) {
+  unsigned u[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int e = 0; e < ELEMS_PER_WORD; ++e) {
+    const char* p = src + e * ELEM_BYTES;
+    if (p >= first && p + ELEM_BYTES <= last) {
+      const unsigned bits = ELEM_BYTES == 2 ? *reinterpret_cast<const unsigned short*>(p)
+                                            : *reinterpret_cast<const unsigned*>(p);
+      u[e * ELEM_BYTES / 4] |= bits << (8 * (e * ELEM_BYTES % 4));
+    }
+  }
+  *dst = make_uint4(u[0], u[1], u[2], u[3]);
 }
 
-template <bool SKEWED>
-__device__ __forceinline__ uint4 dg_row_finish(const dg_raw_word& raw, const char* at, int valid,
-                                               const char* first, const char* last) {
-  uint4 w;
-  if (dg_row_pair_inside<SKEWED>(at, first, last)) {
-    const int skew = (int)(reinterpret_cast<unsigned long long>(at) & 15);
-    w = SKEWED && skew ? dg_bytes_from(raw.lo, raw.hi, skew) : raw.lo;
-  } else {  // an edge of the operand: element by element
-    unsigned u[4] = {0u, 0u, 0u, 0u};
+// The ring's copies as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
+// lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a warp's rows are
+// X's is known at compile time; what does not change from chunk to chunk (a row's first aligned
+// word and its skew) is worked out once. A word is copied only if some byte of it is the row's
+// within K: words past the row's end (in K's last chunk) and a word-aligned row's extra word are
+// left as they are, since the stream never reads them into a sum.
+constexpr int LOADER_ROWS = (STAGE_ROWS + WARPS - 1) / WARPS;  // stage rows per warp
+constexpr int WORDS_PER_LANE = (ROW_WORDS + 31) / 32;
+static_assert(ROWS % WARPS == 0, "X's rows fill whole turns of the warps' row loop");
+
+struct dg_ring_loader {
+  const char* aligned[LOADER_ROWS];  // each row's chunk 0, from the aligned word it starts in
+  int skew[LOADER_ROWS];
+  const char *x_first, *x_last, *y_first, *y_last;
+  long long row_bytes;  // K's bytes
+
+  __device__ __forceinline__ explicit dg_ring_loader(const dg_gemv_view& v)
+      : x_first(v.x), x_last(v.x_last), y_first(v.y), y_last(v.y_last),
+        row_bytes((long long)v.K * ELEM_BYTES) {
+    const int warp = threadIdx.x / 32;
 #pragma unroll
-    for (int i = 0; i < ELEMS_PER_WORD; ++i) {
-      const char* p = at + i * ELEM_BYTES;
-      if (p >= first && p + ELEM_BYTES <= last) {
-        const unsigned bits = ELEM_BYTES == 2 ? *reinterpret_cast<const unsigned short*>(p)
-                                              : *reinterpret_cast<const unsigned*>(p);
-        u[i * ELEM_BYTES / 4] |= bits << (8 * (i * ELEM_BYTES % 4));
+    for (int u = 0; u < LOADER_ROWS; ++u) {
+      const int i = min(warp + WARPS * u, STAGE_ROWS - 1);
+      const char* start = v.row(i).start;
+      skew[u] = (int)(reinterpret_cast<unsigned long long>(start) & 15);
+      aligned[u] = start - skew[u];
+    }
+  }
+
+  // Issues chunk `chunk`'s copies into `stage`.
+  __device__ __forceinline__ void load(uint4* stage, int chunk) const {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int u = 0; u < LOADER_ROWS; ++u) {
+      const int i = warp + WARPS * u;
+      if (i >= STAGE_ROWS) break;  // the same in the whole warp
+      const bool of_x = u < ROWS / WARPS;
+      const char* first = of_x ? x_first : y_first;
+      const char* last = of_x ? x_last : y_last;
+      const char* end = aligned[u] + skew[u] + row_bytes;
+      const char* base = aligned[u] + (long long)chunk * TILE_K * ELEM_BYTES;
+#pragma unroll
+      for (int q = 0; q < WORDS_PER_LANE; ++q) {
+        const int j = lane + 32 * q;
+        const char* src = base + 16 * j;
+        if (j < ROW_WORDS && src < end && (skew[u] != 0 || j < CHUNK_WORDS)) {
+          uint4* dst = stage + i * ROW_WORDS + j;
+          if (src >= first && src + 16 <= last) dg_cp_async<16>(dg_smem_addr(dst), src, 16);
+          else dg_copy_edge_word(dst, src, first, last);
+        }
       }
     }
-    w = make_uint4(u[0], u[1], u[2], u[3]);
   }
-  if (valid < ELEMS_PER_WORD) {  // the row ends inside the word: the rest is not this row's
-    unsigned u[4] = {w.x, w.y, w.z, w.w};
+};
+
+// Keeps the first `valid` elements of a word and zeroes the rest (past K: bytes of the next
+// row, or of no row, which may hold anything, a NaN among them).
+__device__ __forceinline__ uint4 dg_keep_elements(uint4 w, int valid) {
+  unsigned u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int kept = min(max(valid * ELEM_BYTES - 4 * j, 0), 4);  // bytes of word j kept
-      u[j] &= kept == 4 ? ~0u : (1u << (8 * kept)) - 1u;
-    }
-    w = make_uint4(u[0], u[1], u[2], u[3]);
+  for (int j = 0; j < 4; ++j) {
+    const int kept = min(max(valid * ELEM_BYTES - 4 * j, 0), 4);  // bytes of word j kept
+    u[j] &= kept == 4 ? ~0u : (1u << (8 * kept)) - 1u;
   }
-  return w;
+  return make_uint4(u[0], u[1], u[2], u[3]);
+}
+
+// The lane's 16 bytes of staged row `row` at word `q` of the chunk: the aligned pair they
+// straddle, shifted by the row's skew (the same for the whole warp, so the branch does not
+// diverge).
+__device__ __forceinline__ uint4 dg_staged_word(const uint4* row, int q, int skew) {
+  return skew ? dg_bytes_from(row[q], row[q + 1], skew) : row[q];
 }
 
 // Word `w` of `T` elements (2 or 4 bytes) as floats.
@@ -138,115 +224,151 @@ __device__ __forceinline__ void dg_word_floats(uint4 w, float (&f)[ELEMS_PER_WOR
   }
 }
 
-// What the main loop reads: X and Y as bytes (`ld*` bytes per row, [base, *_last) spanned),
-// the block's first row of Y and the warp's first row of X, and Y's staged chunk.
-struct dg_gemv_view {
-  const char* x;
-  const char* y;
-  long long ldx, ldy;
-  const char* x_last;
-  const char* y_last;
-  int x_rows, y_rows, row0, y0, K;
-  uint4* smem_y;  // [SMALL][TILE_K / ELEMS_PER_WORD] words
-};
+// FFMA: one chunk into the lane's partial sums. Step s covers columns [s * STEP_K, (s + 1) *
+// STEP_K) of the chunk: the lane's 16-byte word of each of the warp's X rows against the same word
+// of every Y row. TAIL: the chunk runs past K, so elements from K on are zeroed on both sides.
+struct dg_ffma_sums {
+  int x_skew[ROWS_PER_WARP], y_skew[SMALL];
 
-// Y's chunk starting at column k0 into shared memory, Y_BATCH words per thread in flight at a
-// time (more would spill beside the ring of X), each batch's shifts after all its loads.
-constexpr int Y_PER_THREAD = (Y_WORDS + THREADS - 1) / THREADS;
-constexpr int Y_BATCH = Y_PER_THREAD < 2 ? Y_PER_THREAD : 2;
-template <bool SKEWED>
-__device__ __forceinline__ void dg_stage_y(const dg_gemv_view& v, int k0) {
-  auto at = [&](int w) {
-    const int s = w / (TILE_K / ELEMS_PER_WORD);
-    const int col = k0 + (w % (TILE_K / ELEMS_PER_WORD)) * ELEMS_PER_WORD;
-    return v.y + (long long)(v.y0 + s) * v.ldy + (long long)col * ELEM_BYTES;
-  };
-  auto live = [&](int w) {
-    const int s = w / (TILE_K / ELEMS_PER_WORD);
-    const int col = k0 + (w % (TILE_K / ELEMS_PER_WORD)) * ELEMS_PER_WORD;
-    return w < Y_WORDS && v.y0 + s < v.y_rows && col < v.K;
-  };
+  __device__ __forceinline__ explicit dg_ffma_sums(const dg_gemv_view& v) {
+    const int warp = threadIdx.x / 32;
 #pragma unroll
-  for (int b = 0; b < Y_PER_THREAD; b += Y_BATCH) {
-    dg_raw_word raw[Y_BATCH];
+    for (int r = 0; r < ROWS_PER_WARP; ++r) x_skew[r] = v.skew(warp * ROWS_PER_WARP + r);
 #pragma unroll
-    for (int i = 0; i < Y_BATCH; ++i) {
-      const int w = threadIdx.x + (b + i) * THREADS;
-      if (live(w)) dg_row_issue<SKEWED>(raw[i], at(w), v.y, v.y_last);
-    }
-#pragma unroll
-    for (int i = 0; i < Y_BATCH; ++i) {
-      const int w = threadIdx.x + (b + i) * THREADS;
-      const int col = k0 + (w % (TILE_K / ELEMS_PER_WORD)) * ELEMS_PER_WORD;
-      if (w < Y_WORDS)
-        v.smem_y[w] = live(w) ? dg_row_finish<SKEWED>(raw[i], at(w), min(v.K - col, ELEMS_PER_WORD),
-                                                      v.y, v.y_last)
-                              : make_uint4(0, 0, 0, 0);
-    }
+    for (int s = 0; s < SMALL; ++s) y_skew[s] = v.skew(ROWS + s);
   }
-}
 
-// The stream of X into the lane's partial sums: step t covers columns
-// [t * STEP_K, (t + 1) * STEP_K) of the warp's rows, and AHEAD steps' loads are in flight in a
-// ring, across chunk boundaries too. SX / SY: some row of the block's X / Y tile is not 16-byte aligned, so every
-// word of it takes two aligned loads.
-template <bool SX, bool SY>
-__device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, float (&acc)[VALUES]) {
-  // 8 words per lane, or 4 pairs where they straddle; half as many beside 16 partial sums
-  // (what fits in the registers of two blocks per SM without spilling).
-  constexpr int WORDS = (SX ? 4 : 8) / (VALUES >= 16 ? 2 : 1);
-  constexpr int AHEAD = WORDS / ROWS_PER_WARP > 0 ? WORDS / ROWS_PER_WARP : 1;
-  const int lane = threadIdx.x % 32;
-  const int total_steps = (v.K + STEP_K - 1) / STEP_K;
-  auto at = [&](int r, int step) {
-    return v.x + (long long)(v.row0 + r) * v.ldx +
-           (long long)(step * STEP_K + lane * ELEMS_PER_WORD) * ELEM_BYTES;
-  };
-  auto live = [&](int r, int step) {
-    return step < total_steps && v.row0 + r < v.x_rows &&
-           step * STEP_K + lane * ELEMS_PER_WORD < v.K;
-  };
-  dg_raw_word ring[AHEAD][ROWS_PER_WARP];
-  auto issue = [&](dg_raw_word (&slot)[ROWS_PER_WARP], int step) {
-#pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; ++r)
-      if (live(r, step)) dg_row_issue<SX>(slot[r], at(r, step), v.x, v.x_last);
-  };
-#pragma unroll
-  for (int u = 0; u < AHEAD; ++u) issue(ring[u], u);
-
-  for (int step0 = 0; step0 < total_steps; step0 += AHEAD) {
-#pragma unroll
-    for (int u = 0; u < AHEAD; ++u) {
-      const int step = step0 + u;
-      if (step >= total_steps) break;
-      if (step % STEPS == 0) {  // a new chunk of Y (the same step in every warp)
-        __syncthreads();        // everyone is done reading the previous chunk
-        dg_stage_y<SY>(v, step * STEP_K);
-        __syncthreads();
-      }
+  template <bool TAIL>
+  __device__ __forceinline__ void chunk(const uint4* stage, int k0, int K, float (&acc)[ACC]) const {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll 1  // one step's words and floats at a time: unrolled, 32-row tiles spill
+    for (int s = 0; s < STEPS; ++s) {
+      const int q = s * 32 + lane;
+      const int valid = TAIL ? K - (k0 + q * ELEMS_PER_WORD) : ELEMS_PER_WORD;
       float x[ROWS_PER_WARP][ELEMS_PER_WORD];
-      const int col = step * STEP_K + lane * ELEMS_PER_WORD;
 #pragma unroll
       for (int r = 0; r < ROWS_PER_WARP; ++r) {
-        const uint4 w = live(r, step) ? dg_row_finish<SX>(ring[u][r], at(r, step),
-                                                          min(v.K - col, ELEMS_PER_WORD), v.x,
-                                                          v.x_last)
-                                      : make_uint4(0, 0, 0, 0);
+        uint4 w = dg_staged_word(stage + (warp * ROWS_PER_WARP + r) * ROW_WORDS, q, x_skew[r]);
+        if (TAIL) w = dg_keep_elements(w, valid);
         dg_word_floats<ElementX>(w, x[r]);
       }
-      issue(ring[u], step + AHEAD);  // refill the slot just read
-      const int y_word = (step % STEPS) * 32 + lane;
 #pragma unroll
-      for (int s = 0; s < SMALL; ++s) {
+      for (int y_row = 0; y_row < SMALL; ++y_row) {
+        uint4 w = dg_staged_word(stage + (ROWS + y_row) * ROW_WORDS, q, y_skew[y_row]);
+        if (TAIL) w = dg_keep_elements(w, valid);
         float y[ELEMS_PER_WORD];
-        dg_word_floats<ElementY>(v.smem_y[s * (TILE_K / ELEMS_PER_WORD) + y_word], y);
+        dg_word_floats<ElementY>(w, y);
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; ++r)
 #pragma unroll
-          for (int i = 0; i < ELEMS_PER_WORD; ++i) acc[r * SMALL + s] += x[r][i] * y[i];
+          for (int e = 0; e < ELEMS_PER_WORD; ++e) acc[r * SMALL + y_row] += x[r][e] * y[e];
       }
     }
+  }
+};
+
+// d += a * b for one 16 x 8 tile (PTX ISA "Matrix Fragments for mma.m16n8k16"): with g = lane / 4
+// and q = lane % 4, a holds X rows g and g + 8 at k = 2q, 2q + 1 and 2q + 8, 2q + 9; b holds Y row
+// g at the same k; d[0..1] = (X row g, Y rows 2q, 2q + 1), d[2..3] = (X row g + 8, ...). The
+// instruction is the inputs' (4-byte inputs sum on FFMA and never call it).
+__device__ __forceinline__ void dg_mma(float* d, const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "{{MMA_INSTRUCTION}} "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// MMA: one chunk into the warp's 16 x 8 tiles. Warp w takes k-steps w, w + WARPS, ... of the
+// chunk. Each fragment register is two elements of one staged row at byte `skew + 2k`: one
+// 32-bit word where that is 4-byte aligned, else the two words it straddles, funnel-shifted
+// (SKEWED: some row of the block's tiles is not 16-byte aligned; the same in every thread).
+struct dg_mma_sums {
+  // This lane's rows: X rows g and g + 8 of each 16-row tile, Y row g (none past SMALL).
+  int x_byte[M_TILES][2];  // the skew of each X row, plus this lane's 4q
+  int y_byte;
+  bool y_live;
+  bool skewed;
+
+  __device__ __forceinline__ explicit dg_mma_sums(const dg_gemv_view& v) {
+    const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+    for (int t = 0; t < M_TILES; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) x_byte[t][h] = v.skew(16 * t + g + 8 * h) + 4 * q;
+    y_live = g < SMALL;
+    y_byte = (y_live ? v.skew(ROWS + g) : 0) + 4 * q;
+    skewed = false;
+#pragma unroll 1
+    for (int i = 0; i < STAGE_ROWS; ++i) skewed |= v.skew(i) != 0;
+  }
+
+  template <bool TAIL>
+  __device__ __forceinline__ void chunk(const uint4* stage, int k0, int K, float (&acc)[ACC]) const {
+    if (skewed) steps<true, TAIL>(stage, k0, K, acc);
+    else steps<false, TAIL>(stage, k0, K, acc);
+  }
+
+  // The two elements at byte `byte` of staged row `row`, zeroed from element `valid` on.
+  template <bool SKEWED, bool TAIL>
+  __device__ __forceinline__ unsigned pair(const uint4* row, int byte, int valid) const {
+    const unsigned* words = reinterpret_cast<const unsigned*>(row);
+    unsigned p = words[byte >> 2];
+    if (SKEWED) p = __funnelshift_r(p, words[(byte >> 2) + 1], (byte & 3) * 8);
+    if (TAIL) p = valid >= 2 ? p : valid == 1 ? p & 0xFFFFu : 0u;
+    return p;
+  }
+
+  template <bool SKEWED, bool TAIL>
+  __device__ __forceinline__ void steps(const uint4* stage, int k0, int K, float (&acc)[ACC]) const {
+    const int warp = threadIdx.x / 32, q = threadIdx.x % 4;
+    const int g = (threadIdx.x % 32) / 4;
+#pragma unroll 1  // one k-step's fragments at a time (unrolled, they crowd out the loader's)
+    for (int j = 0; j < TILE_K / 16 / WARPS; ++j) {
+      const int k = 16 * (warp + j * WARPS);  // the k-step's first column in the chunk
+      const int valid = TAIL ? K - (k0 + k + 2 * q) : 16;  // of this lane's first pair
+      unsigned b[2] = {0u, 0u};
+      if (y_live) {
+        const uint4* row = stage + (ROWS + g) * ROW_WORDS;
+        b[0] = pair<SKEWED, TAIL>(row, y_byte + 2 * k, valid);
+        b[1] = pair<SKEWED, TAIL>(row, y_byte + 2 * k + 16, valid - 8);
+      }
+#pragma unroll
+      for (int t = 0; t < M_TILES; ++t) {
+        const uint4* lo = stage + (16 * t + g) * ROW_WORDS;
+        const uint4* hi = stage + (16 * t + g + 8) * ROW_WORDS;
+        const unsigned a[4] = {pair<SKEWED, TAIL>(lo, x_byte[t][0] + 2 * k, valid),
+                               pair<SKEWED, TAIL>(hi, x_byte[t][1] + 2 * k, valid),
+                               pair<SKEWED, TAIL>(lo, x_byte[t][0] + 2 * k + 16, valid - 8),
+                               pair<SKEWED, TAIL>(hi, x_byte[t][1] + 2 * k + 16, valid - 8)};
+        dg_mma(&acc[4 * t], a, b);
+      }
+    }
+  }
+};
+
+// The whole of K through the ring: chunk c + STAGES - 1 is issued while chunk c is summed, into
+// the stage every thread finished summing before this turn's __syncthreads.
+template <typename Sums>
+__device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* ring,
+                                               float (&acc)[ACC]) {
+  const Sums sums(v);
+  const dg_ring_loader loader(v);
+  const int chunks = (v.K + TILE_K - 1) / TILE_K;
+#pragma unroll 1  // one copy of the loader's code for the prologue, one for the loop
+  for (int c = 0; c < STAGES - 1; ++c) {
+    if (c < chunks) loader.load(ring + c * STAGE_WORDS, c);
+    dg_cp_async_commit();
+  }
+  for (int c = 0; c < chunks; ++c) {
+    dg_cp_async_wait<STAGES - 2>();  // this thread's copies of chunk c have landed
+    __syncthreads();                 // and every thread's; chunk c - 1's stage is free
+    const int next = c + STAGES - 1;
+    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next);
+    dg_cp_async_commit();
+    const uint4* stage = ring + (c % STAGES) * STAGE_WORDS;
+    if ((c + 1) * TILE_K <= v.K) sums.template chunk<false>(stage, c * TILE_K, v.K, acc);
+    else sums.template chunk<true>(stage, c * TILE_K, v.K, acc);
   }
 }
 
@@ -254,7 +376,7 @@ __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, float (&ac
 // values with the lane `offset` away, so N values take N - 1 + (5 - log2 N) shuffles in all.
 // Lane l ends with the sum of value (l >> (5 - log2 N)).
 template <int N>
-__device__ __forceinline__ float dg_warp_transpose_sum(float (&v)[VALUES]) {
+__device__ __forceinline__ float dg_warp_transpose_sum(float (&v)[ACC]) {
   const int lane = threadIdx.x % 32;
   int live = N;
 #pragma unroll
@@ -285,7 +407,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
 {{EPILOGUE}}
 
   extern __shared__ __align__(16) unsigned char dg_smem[];
-  uint4* smem_y = reinterpret_cast<uint4*>(dg_smem);  // [SMALL][TILE_K / ELEMS_PER_WORD] words
+  uint4* ring = reinterpret_cast<uint4*>(dg_smem);  // [STAGES][STAGE_ROWS][ROW_WORDS] words
 
   int tile_m, tile_n;
   dg_tile_coords<GROUP_M>(blockIdx.x, (M + TILE_M - 1) / TILE_M, (N + TILE_N - 1) / TILE_N,
@@ -297,48 +419,55 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
   const char* gX = reinterpret_cast<const char*>(X_IS_A ? (const void*)gA : (const void*)gB);
   const char* gY = reinterpret_cast<const char*>(X_IS_A ? (const void*)gB : (const void*)gA);
   const long long ldx = (X_IS_A ? lda : ldb) * ELEM_BYTES, ldy = (X_IS_A ? ldb : lda) * ELEM_BYTES;
-  // The bytes each operand spans (its last row ends at column K - 1): dg_row_issue reads no
-  // aligned word beyond them.
+  // The bytes each operand spans (its last row ends at column K): the ring copies no aligned
+  // word beyond them.
   const char* x_last = gX + (long long)(x_rows - 1) * ldx + (long long)K * ELEM_BYTES;
   const char* y_last = gY + (long long)(y_rows - 1) * ldy + (long long)K * ELEM_BYTES;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row0 = x0 + warp * ROWS_PER_WARP;  // this warp's first row of X
-
-  float acc[VALUES];  // [r * SMALL + s]: row r of the warp's X rows, row s of Y
+  float acc[ACC];
 #pragma unroll
-  for (int i = 0; i < VALUES; ++i) acc[i] = 0.0f;
-
-  // Whether any row of the block's tile of an operand starts off a 16-byte boundary (then every
-  // word of that row straddles two). The same answer in every warp, so that every thread takes
-  // the same path to the __syncthreads around Y's chunks.
-  bool x_skewed = false, y_skewed = false;
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r)
-    x_skewed |= (reinterpret_cast<unsigned long long>(gX + (long long)(x0 + r) * ldx) & 15) != 0;
-#pragma unroll
-  for (int s = 0; s < SMALL; ++s)
-    y_skewed |= (reinterpret_cast<unsigned long long>(gY + (long long)(y0 + s) * ldy) & 15) != 0;
-  const dg_gemv_view view{gX, gY, ldx, ldy, x_last, y_last, x_rows, y_rows, row0, y0, K, smem_y};
-  if (x_skewed) {
-    if (y_skewed) dg_gemv_stream<true, true>(view, acc);
-    else dg_gemv_stream<true, false>(view, acc);
-  } else {
-    if (y_skewed) dg_gemv_stream<false, true>(view, acc);
-    else dg_gemv_stream<false, false>(view, acc);
-  }
-
-  // ---- epilogue: one lane per output applies the spec's expression ----
-  const float sum = dg_warp_transpose_sum<VALUES>(acc);
-  constexpr int LANES_PER_VALUE = 32 / VALUES;
-  const int value = lane / LANES_PER_VALUE;
-  const int x = row0 + value / SMALL, y = y0 + value % SMALL;
+  for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+  const dg_gemv_view view{gX, gY, ldx, ldy, x_last, y_last, x_rows, y_rows, x0, y0, K};
   dg_amax<AMAX, AMAX_PER_ROW, 1> amax(amax_out);
-  if (lane % LANES_PER_VALUE == 0 && x < x_rows && y < y_rows) {
-    const int m = X_IS_A ? x : y, n = X_IS_A ? y : x;
-    const long long offset = D_ROW ? (long long)m * ldd + n : (long long)n * ldd + m;
-    const float v = epilogue(sum, m, n);
-    amax.add(0, m, v);
-    dg_store(gD + offset, v);
+  // One lane per output applies the spec's expression to its sum `x` of X row x, Y row y.
+  auto store = [&](float sum, int x, int y) {
+    if (x < x_rows && y < y_rows) {
+      const int m = X_IS_A ? x : y, n = X_IS_A ? y : x;
+      const long long offset = D_ROW ? (long long)m * ldd + n : (long long)n * ldd + m;
+      const float v = epilogue(sum, m, n);
+      amax.add(0, m, v);
+      dg_store(gD + offset, v);
+    }
+  };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if constexpr (MMA) {
+    dg_gemv_stream<dg_mma_sums>(view, ring, acc);
+
+    // ---- epilogue: the warps' tiles summed through shared memory (the ring is done with) ----
+    dg_cp_async_wait<0>();
+    __syncthreads();
+    float* partial = reinterpret_cast<float*>(dg_smem);  // [WARPS][ACC][32]
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) partial[(warp * ACC + i) * 32 + lane] = acc[i];
+    __syncthreads();
+    // Thread t sums value i = t / 32 of lane t % 32 over the warps.
+    for (int t = threadIdx.x; t < ACC * 32; t += THREADS) {
+      const int i = t / 32, l = t % 32;
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) sum += partial[(w * ACC + i) * 32 + l];
+      // Value i of lane l: tile i / 4, X row g (+ 8 for i % 4 >= 2), Y row 2q (+ 1 if odd).
+      const int g = l / 4, y = 2 * (l % 4) + i % 2;
+      if (y < SMALL) store(sum, x0 + 16 * (i / 4) + g + 8 * ((i % 4) / 2), y0 + y);
+    }
+  } else {
+    dg_gemv_stream<dg_ffma_sums>(view, ring, acc);
+    // ---- epilogue: one lane per output, after the transposing butterfly ----
+    const float sum = dg_warp_transpose_sum<VALUES>(acc);
+    constexpr int LANES_PER_VALUE = 32 / VALUES;
+    const int value = lane / LANES_PER_VALUE;
+    if (lane % LANES_PER_VALUE == 0)
+      store(sum, x0 + warp * ROWS_PER_WARP + value / SMALL, y0 + value % SMALL);
   }
   amax.flush_rows<1>();
   amax.finish();

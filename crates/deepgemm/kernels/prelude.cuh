@@ -54,6 +54,11 @@ __device__ __forceinline__ unsigned short dg_bf16_bits(float x) {
   return (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
+// The shared-memory address of a generic pointer into shared memory, as PTX operands take it.
+__device__ __forceinline__ unsigned dg_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+
 __device__ __forceinline__ void dg_store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void dg_store(dg_f16* p, float v) { p->bits = dg_f16_bits(v); }
 __device__ __forceinline__ void dg_store(dg_bf16* p, float v) { p->bits = dg_bf16_bits(v); }

@@ -74,29 +74,7 @@ static_assert(B_STAGE_BYTES == {{B_STAGE_BYTES}}, "B stage size differs from the
 static_assert(STAGES >= 2, "the cp.async ring needs at least two stages");
 
 // ---- PTX wrappers -------------------------------------------------------------------------
-__device__ __forceinline__ unsigned dg_smem_addr(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-
-// Copies BYTES from global to shared memory; only `src_bytes` are read, the rest is zero-filled
-// (the edge predication: 0 outside the matrix, a partial count at an odd K or M/N tail).
-template <int BYTES>
-__device__ __forceinline__ void dg_cp_async(unsigned dst, const void* src, int src_bytes) {
-  if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
-                 :: "r"(dst), "l"(src), "n"(BYTES), "r"(src_bytes));
-  }
-}
-__device__ __forceinline__ void dg_cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int PENDING>
-__device__ __forceinline__ void dg_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING) : "memory");
-}
+{{CP_ASYNC}}
 
 __device__ __forceinline__ void dg_ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

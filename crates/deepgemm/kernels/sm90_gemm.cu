@@ -176,9 +176,6 @@ __device__ __forceinline__ void dg_promote_split(int first_groups, float (&acc)[
 // ---- PTX wrappers ---------------------------------------------------------------------------
 struct __align__(64) dg_tensor_map { unsigned long long opaque[16]; };  // a CUtensorMap
 
-__device__ __forceinline__ unsigned dg_smem_addr(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void dg_mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
 }

@@ -36,8 +36,9 @@ impl Backend {
         Backend::ALL.into_iter().find(|b| b.name() == name)
     }
 
-    pub fn uses_tensor_cores(self) -> bool {
-        crate::backend::of(self).uses_tensor_cores()
+    /// Whether this backend's math on inputs of `input` runs on tensor cores.
+    pub fn uses_tensor_cores(self, input: crate::dtype::DType) -> bool {
+        crate::backend::of(self).uses_tensor_cores(input)
     }
 }
 

@@ -352,37 +352,36 @@ fn sm90_refuses_what_its_kernel_cannot_run() {
 }
 
 /// gemv names what it cannot run: operands that are not K-major, fp8, a tile with neither side
-/// small, a chunk that stages too much per thread, and a ring of more than one stage.
+/// small, a chunk of K that is not 1 or 2 warp-wide steps, and a ring of one stage.
 #[test]
 fn gemv_refuses_what_its_kernel_cannot_run() {
     let reason_for = |s: &deepgemm::spec::KernelSpec, plan| {
         unsupported_reason(check_supported(s, &plan).unwrap_err())
     };
     let nt = spec(&SpecShape::default());
-    assert!(check_supported(&nt, &gemv_plan(&nt, (16, 8, 1024))).is_ok());
-    assert!(check_supported(&nt, &gemv_plan(&nt, (1, 16, 8192))).is_ok());
+    assert!(check_supported(&nt, &gemv_plan(&nt, (16, 8, 512), 4)).is_ok());
+    assert!(check_supported(&nt, &gemv_plan(&nt, (1, 16, 256), 8)).is_ok());
     let tn = spec(&SpecShape {
         a_layout: Layout::Col,
         ..SpecShape::default()
     });
-    let r = reason_for(&tn, gemv_plan(&tn, (16, 8, 1024)));
+    let r = reason_for(&tn, gemv_plan(&tn, (16, 8, 512), 4));
     assert!(r.contains("K-major"), "{r}");
     let fp8 = spec(&SpecShape {
         input: DType::E4m3,
         ..SpecShape::default()
     });
-    let r = reason_for(&fp8, gemv_plan(&fp8, (16, 8, 1024)));
+    let r = reason_for(&fp8, gemv_plan(&fp8, (16, 8, 512), 4));
     assert!(r.contains("e4m3"), "{r}");
-    let r = reason_for(&nt, gemv_plan(&nt, (16, 16, 1024)));
+    let r = reason_for(&nt, gemv_plan(&nt, (16, 16, 512), 2));
     assert!(r.contains("1, 2, 4 or 8"), "{r}");
-    // 8 rows x 2048 bf16 = 2048 words over 256 threads: 8 each, 4 allowed.
-    let r = reason_for(&nt, gemv_plan(&nt, (16, 8, 2048)));
-    assert!(r.contains("8 words per thread"), "{r}");
-    let r = reason_for(&nt, gemv_plan(&nt, (16, 8, 1000)));
+    // 1024 bf16 is 4 steps of 256: more fragments at once than the registers hold.
+    let r = reason_for(&nt, gemv_plan(&nt, (16, 8, 1024), 2));
+    assert!(r.contains("4 warp-wide steps"), "{r}");
+    let r = reason_for(&nt, gemv_plan(&nt, (16, 8, 1000), 4));
     assert!(r.contains("multiple of 256"), "{r}");
-    let mut two_stages = gemv_plan(&nt, (16, 8, 1024));
-    two_stages.stages = 2;
-    assert!(reason_for(&nt, two_stages).contains("stages 1"));
+    let r = reason_for(&nt, gemv_plan(&nt, (16, 8, 512), 1));
+    assert!(r.contains("at least 2 stages"), "{r}");
 }
 
 /// f32 inputs are refused by sm80 with the measured reason (the tensor cores' f32 sums

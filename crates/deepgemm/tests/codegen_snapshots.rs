@@ -69,7 +69,7 @@ const CASES: [(&str, CaseBuilder); 11] = [
             bias_gelu: true,
             ..SpecShape::default()
         });
-        let plan = gemv_plan(&spec, (16, 8, 1024));
+        let plan = gemv_plan(&spec, (16, 8, 512), 6);
         (spec, plan)
     }),
     // gemv streaming B against one row of A (decode), f16 in, f32 D.
@@ -79,7 +79,7 @@ const CASES: [(&str, CaseBuilder); 11] = [
             output: DType::F32,
             ..SpecShape::default()
         });
-        let plan = gemv_plan(&spec, (1, 16, 4096));
+        let plan = gemv_plan(&spec, (1, 16, 512), 4);
         (spec, plan)
     }),
     // simt storing an fp8 D with the amax of the whole tensor.

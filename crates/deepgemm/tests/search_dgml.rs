@@ -1,6 +1,7 @@
 //! The search on specs written in `.dgml`: every example plans, and bad constraints get clear
 //! messages (unknown names from the parser, contradictions and infeasibility from the search).
 
+use deepgemm::dtype::DType;
 use deepgemm::report::{render_markdown, Analysis};
 use deepgemm::search::{search, SearchError};
 use deepgemm::spec::{parse_file, parse_str, KernelSpec};
@@ -96,7 +97,11 @@ fn f32_is_planned_at_f32_accuracy_and_explained() {
         .iter()
         .all(|c| c.plan.backend == Backend::Simt));
     assert!(fb.model_only.is_empty(), "{:?}", fb.model_only.len());
-    assert!(tw.plan.backend.uses_tensor_cores(), "{}", tw.label);
+    assert!(
+        tw.plan.backend.uses_tensor_cores(DType::Tf32),
+        "{}",
+        tw.label
+    );
     assert_eq!(tw.prediction.schedule.math.instruction, "mma.sync.m16n8k8");
     // The CUDA cores' FFMA rate: the f32 plan cannot be predicted as fast as the tf32 one.
     assert!(
@@ -147,7 +152,6 @@ fn a_huge_m_range_plans_in_well_under_a_second() {
 /// f16`, an e4m3 output and i8 -> i32 passed check and failed in compile without a position).
 #[test]
 fn every_dtype_combination_check_accepts_compiles() {
-    use deepgemm::dtype::DType;
     let mut accepted = 0;
     let mut failures = Vec::new();
     for target in ["h200", "a100"] {

@@ -476,8 +476,10 @@ pub fn gemv_takes(case: &Case) -> bool {
     case.layouts == ["row", "col", "row"] && m * n * k <= 1 << 33
 }
 
-/// The gemv kernel (NT only): both operands streamed, every small-side width forced, K below one 16-byte word and not a multiple of one, rows at every 2-byte skew
-/// (ld = K + 1, 2-byte-offset bases, odd K), f32 / tf32 / f16 inputs, fp8 D with amax, epilogues.
+/// The gemv kernel (NT only): both operands streamed, every small-side width forced, K below one
+/// 16-byte word and not a multiple of one, rows at every 2-byte skew (ld = K + 1, 2-byte-offset
+/// bases, odd K), the shortest and the longest chunks of the ring, f32 / tf32 / f16 inputs, fp8 D
+/// with amax, epilogues.
 pub fn gemv() -> Vec<Case> {
     const FORCED: [&str; 8] = [
         "TILE_N == 1; TILE_M == 16;",
@@ -516,6 +518,17 @@ pub fn gemv() -> Vec<Case> {
         cases.push(Case::new("bf16", "bf16", shape).ld_pad(1));
         cases.push(Case::new("bf16", "bf16", shape).base_offset(2));
         cases.push(Case::new("bf16", "bf16", shape).ld_pad(3).base_offset(2));
+    }
+    // The ring's two ends: two stages of one step of K, and two-step chunks (a K tail inside
+    // a chunk, several chunks in flight), at a skew.
+    for constraints in ["STAGES == 2; TILE_K == 256;", "STAGES == 3; TILE_K == 512;"] {
+        for shape in [(3001, 7, 3001), (2, 5000, 2500)] {
+            cases.push(
+                Case::new("bf16", "bf16", shape)
+                    .ld_pad(1)
+                    .constraints(constraints),
+            );
+        }
     }
     cases.push(Case::new("f32", "f32", (5, 1000, 999)).ld_pad(1));
     cases.push(Case::new("f32", "f32", (999, 3, 4096)).base_offset(4));

@@ -1,11 +1,11 @@
 //! The gemv backend: a GEMM with a few rows or columns of output per block streamed on the CUDA
 //! cores (`kernels/gemv_gemm.cu`). Decode-sized M, or a handful of output columns, makes a GEMM
-//! a pass over its large operand that DRAM bounds; this kernel reads that operand once with
-//! 16-byte loads at any alignment (no repack) and sums in f32.
+//! a pass over its large operand that DRAM bounds; this kernel reads that operand once through
+//! a ring of 16-byte `cp.async` copies at any alignment (no repack) and sums in f32.
 //!
 //! The tile says which operand is streamed: `tile.n <= 8` streams A (tile.m of its rows per
 //! block against tile.n columns of B), otherwise `tile.m <= 8` streams B. `tile.k` is the chunk
-//! of the small operand staged in shared memory at once.
+//! of K of a stage: the kernel's cp.async ring holds `stages` chunks of both operands' rows.
 
 use super::{require_block_per_tile, unsupported, BackendImpl, PlanSettings, Rendering};
 use crate::codegen::abi::element_type;
@@ -26,11 +26,15 @@ const WARPS: u32 = THREADS / 32;
 /// Rows of the small operand per block: each lane sums `rows per warp x small` outputs (a power
 /// of two, for the butterfly that reduces them).
 const SMALL_ROWS: [u32; 4] = [1, 2, 4, 8];
-/// Rows of the streamed operand per block: 2 per warp (4 spill beside the loads in flight).
+/// Rows of the streamed operand per block: one 16-row mma tile (2 rows per warp on FFMA). 32
+/// rows compiled without spills but measured no faster on FFMA (3001x7x3001: 29.2 against
+/// 29.0 us), and fewer blocks stream less of DRAM at once.
 const STREAMED_ROWS: [u32; 1] = [16];
-/// The most 16-byte words of the small operand one thread stages per chunk (two in flight at a
-/// time beside the ring of the streamed operand).
-const MAX_STAGED_WORDS: u32 = 4;
+/// Warp-wide steps of K per chunk: 1 or 2 (longer chunks hold more addresses and fragments at
+/// once than the registers of two blocks per SM allow; 1 and 2 measured alike).
+const CHUNK_STEPS: [u32; 2] = [1, 2];
+/// Chunks in the ring: enough ahead to cover DRAM's latency at two blocks per SM.
+const RING_STAGES: [u32; 5] = [2, 3, 4, 6, 8];
 
 fn fail(reason: String) -> CodegenError {
     unsupported(Backend::Gemv, reason)
@@ -48,6 +52,21 @@ fn roles(tile: Tile) -> (u32, u32, bool) {
 /// Elements of one 16-byte word of the inputs.
 fn elems_per_word(spec: &KernelSpec) -> u32 {
     16 / spec.a().dtype.size_bytes()
+}
+
+/// 16-bit inputs sum on the tensor cores (mma.sync m16n8k16: exact products, f32 sums); 4-byte
+/// inputs (f32, and tf32 at f32 precision) on FFMA: "f32 means f32".
+fn sums_on_tensor_cores(input: DType) -> bool {
+    matches!(input, DType::F16 | DType::Bf16)
+}
+
+/// The kernel's mma.sync: the inputs' own for 16-bit inputs; 4-byte inputs never call it, and
+/// get the bf16 form so that the wrapper is valid PTX all the same.
+fn mma_instruction(input: DType) -> &'static str {
+    match input {
+        DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        _ => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    }
 }
 
 fn input_refusal(spec: &KernelSpec) -> Option<String> {
@@ -116,15 +135,15 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
             "TILE_K = {k} must be a multiple of {step_k} (one warp-wide 16-byte load per row)"
         )));
     }
-    let words = (small * k / elems_per_word(spec)).div_ceil(THREADS);
-    if words > MAX_STAGED_WORDS {
+    let steps = k / step_k;
+    if !CHUNK_STEPS.contains(&steps) {
         return Err(fail(format!(
-            "TILE_K = {k} stages {words} words per thread; at most {MAX_STAGED_WORDS}"
+            "TILE_K = {k} is {steps} warp-wide steps of K; a chunk is 1 or 2"
         )));
     }
-    if plan.stages != 1 {
+    if plan.stages < 2 {
         return Err(fail(format!(
-            "the small operand is staged one chunk at a time (stages 1), got {}",
+            "the cp.async ring needs at least 2 stages, got {}",
             plan.stages
         )));
     }
@@ -141,6 +160,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("TILE_M", plan.tile.m.to_string()),
         ("TILE_N", plan.tile.n.to_string()),
         ("TILE_K", plan.tile.k.to_string()),
+        ("STAGES", plan.stages.to_string()),
         ("GROUP_M", plan.raster.group_m.max(1).to_string()),
         ("A_ROW", (spec.a().layout == Layout::Row).to_string()),
         ("B_ROW", (spec.b().layout == Layout::Row).to_string()),
@@ -151,6 +171,12 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         ("BYTES_FROM", crate::codegen::BYTES_FROM_CUH.to_string()),
+        ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
+        ("MMA", sums_on_tensor_cores(spec.a().dtype).to_string()),
+        (
+            "MMA_INSTRUCTION",
+            mma_instruction(spec.a().dtype).to_string(),
+        ),
     ]
 }
 
@@ -158,26 +184,34 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
 fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     let (streamed, small, a_streamed) = roles(plan.tile);
     let (x, y) = if a_streamed { ("A", "B") } else { ("B", "A") };
+    let sums = if sums_on_tensor_cores(spec.a().dtype) {
+        format!(
+            "sums on the tensor cores: mma.sync m16n8k16, {streamed} rows of {x} by {small} of \
+             {y}, the 8 warps splitting each chunk's K, their tiles added in shared memory"
+        )
+    } else {
+        format!(
+            "sums in f32 FFMA: {} rows of {x} per warp, each lane {} outputs over its 16-byte \
+             words ({} elements each), reduced across the warp",
+            streamed / WARPS,
+            streamed / WARPS * small,
+            elems_per_word(spec)
+        )
+    };
     vec![
+        format!("streams {streamed} rows of {x} per block against {small} of {y}"),
         format!(
-            "streams {streamed} rows of {x} per block, {} per warp, against {small} of {y}",
-            streamed / WARPS
-        ),
-        format!(
-            "smem: {y}'s rows staged {} elements of K at a time ({} B)",
+            "smem: a ring of {} chunks of {} elements of K of every row of {x} and {y} ({} B)",
+            plan.stages,
             plan.tile.k,
             plan.smem_bytes()
         ),
-        format!(
-            "each lane sums {} outputs over its 16-byte words ({} elements each)",
-            streamed / WARPS * small,
-            elems_per_word(spec)
-        ),
+        sums,
     ]
 }
 
-/// Every (streamed rows, small rows) pair both ways round, with chunks of 1 to 64 warp-wide
-/// steps of K; [`check`] keeps those that stage few enough words.
+/// Every (streamed rows, small rows) pair both ways round, with chunks of 1 or 2 warp-wide
+/// steps of K and rings of 2 to 8 chunks (the search drops those shared memory cannot hold).
 fn propose(spec: &KernelSpec) -> Vec<Plan> {
     let threads = ThreadLayout::Threads { count: THREADS };
     let step_k = 32 * elems_per_word(spec);
@@ -185,7 +219,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
     for a_streamed in [true, false] {
         for streamed in STREAMED_ROWS {
             for small in SMALL_ROWS {
-                for steps in [1, 2, 4, 8, 16, 32, 64] {
+                for steps in CHUNK_STEPS {
                     let (m, n) = if a_streamed {
                         (streamed, small)
                     } else {
@@ -206,13 +240,13 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                             repack_misaligned: false,
                         },
                     };
-                    out.push(super::base_plan(
-                        spec,
-                        Backend::Gemv,
-                        tile,
-                        threads,
-                        settings,
-                    ));
+                    let base = super::base_plan(spec, Backend::Gemv, tile, threads, settings);
+                    for stages in RING_STAGES {
+                        out.push(Plan {
+                            stages,
+                            ..base.clone()
+                        });
+                    }
                 }
             }
         }
@@ -239,7 +273,8 @@ impl BackendImpl for Gemv {
             smem_efficiency: 0.90,
             kblock_scale_cycles: None,
             producer_regs: None,
-            stream_efficiency: Some(0.2),
+            // The H200's measured share (its hardware file says where from).
+            stream_efficiency: Some(0.55),
         }
     }
 
@@ -253,11 +288,13 @@ impl BackendImpl for Gemv {
         }
     }
 
-    /// Only the small operand is staged: `tile.k` elements of each of its rows.
+    /// A stage holds `tile.k` elements of K of every row of both operands' tiles, as the
+    /// aligned 16-byte words they overlap: one word more than the chunk, for a skewed row.
     fn smem_layout(&self, spec: &KernelSpec, tile: Tile, _threads: &ThreadLayout) -> SmemLayout {
-        let (_, small, a_streamed) = roles(tile);
-        let chunk = small * tile.k * spec.a().dtype.size_bytes();
-        let (a_stage_bytes, b_stage_bytes) = if a_streamed { (0, chunk) } else { (chunk, 0) };
+        let (streamed, small, a_streamed) = roles(tile);
+        let row_bytes = (tile.k / elems_per_word(spec) + 1) * 16;
+        let (x, y) = (streamed * row_bytes, small * row_bytes);
+        let (a_stage_bytes, b_stage_bytes) = if a_streamed { (x, y) } else { (y, x) };
         SmemLayout {
             a_stage_bytes,
             b_stage_bytes,
@@ -286,36 +323,45 @@ impl BackendImpl for Gemv {
         operand.dtype.size_bytes()
     }
 
-    fn uses_tensor_cores(&self) -> bool {
-        false
+    fn uses_tensor_cores(&self, input: DType) -> bool {
+        sums_on_tensor_cores(input)
     }
 
-    /// The sums are f32 FFMAs.
-    fn math_dtype(&self, _input: DType) -> DType {
-        DType::F32
+    /// 16-bit inputs multiply on the tensor cores as they are; 4-byte ones in f32 FFMAs.
+    fn math_dtype(&self, input: DType) -> DType {
+        if sums_on_tensor_cores(input) {
+            input
+        } else {
+            DType::F32
+        }
     }
 
     /// Each lane holds partial sums of all its warp's outputs (beyond the model's
-    /// `accumulators`, an even share of the tile), its streamed rows' words in flight and as
-    /// floats, and a word of the small operand as floats. An estimate: the kernel's ring holds 2
-    /// to 8 words per lane by alignment and tile, counted here as two per row.
+    /// `accumulators`, an even share of the tile), and per step the aligned pair of words of
+    /// each of its streamed rows and of one small row, with their elements as floats.
     fn fragment_registers(&self, plan: &Plan, accumulators: u32, input_bytes: u32) -> u32 {
         let (streamed, small, _) = roles(plan.tile);
         let rows_per_warp = streamed / WARPS;
         let elems = 16 / input_bytes.max(1);
         let partial_sums = (rows_per_warp * small).saturating_sub(accumulators);
-        partial_sums + rows_per_warp * (8 + elems) + elems
+        partial_sums + (rows_per_warp + 1) * (8 + elems)
     }
 
-    /// Every warp reads the whole staged chunk once.
+    /// Every warp reads its own streamed rows and every small row of the chunk, each word as
+    /// the aligned pair it straddles.
     fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
-        let (_, small, a_streamed) = roles(plan.tile);
-        let bytes = if a_streamed { b_bytes } else { a_bytes };
-        WARPS as f64 * small as f64 * plan.tile.k as f64 * bytes
+        let (streamed, small, a_streamed) = roles(plan.tile);
+        let (x_bytes, y_bytes) = if a_streamed {
+            (a_bytes, b_bytes)
+        } else {
+            (b_bytes, a_bytes)
+        };
+        let k = plan.tile.k as f64;
+        2.0 * k * (streamed as f64 * x_bytes + WARPS as f64 * small as f64 * y_bytes)
     }
 
-    /// Two `__syncthreads` per chunk: before and after staging it.
+    /// One `__syncthreads` per chunk: its copies have landed and the stage refilled next is free.
     fn barrier(&self, _plan: &Plan, cal: &Calibration) -> (BarrierKind, u32, f64) {
-        (BarrierKind::Syncthreads, 2, cal.syncthreads_cycles)
+        (BarrierKind::Syncthreads, 1, cal.syncthreads_cycles)
     }
 }

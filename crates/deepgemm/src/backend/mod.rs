@@ -117,9 +117,9 @@ pub trait BackendImpl: Sync {
 
     // --- The model's questions ---
 
-    /// Whether the math runs on tensor cores (the `use_tensor_cores` observable); by default it
-    /// does.
-    fn uses_tensor_cores(&self) -> bool {
+    /// Whether the math on inputs of `input` runs on tensor cores (the `use_tensor_cores`
+    /// observable); by default it does.
+    fn uses_tensor_cores(&self, _input: DType) -> bool {
         true
     }
 

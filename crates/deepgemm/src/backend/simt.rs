@@ -268,7 +268,7 @@ impl BackendImpl for Simt {
         operand.dtype.size_bytes()
     }
 
-    fn uses_tensor_cores(&self) -> bool {
+    fn uses_tensor_cores(&self, _input: DType) -> bool {
         false
     }
 

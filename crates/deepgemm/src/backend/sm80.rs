@@ -265,6 +265,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("SWIZZLE", is_swizzled(input).to_string()),
         ("PAD", pad_elems(input).to_string()),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
+        ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         ("A_COPY_BYTES", plan.operands.a_copy_bytes.to_string()),
         ("B_COPY_BYTES", plan.operands.b_copy_bytes.to_string()),

@@ -427,6 +427,9 @@ const PRELUDE: &str = include_str!("../../kernels/prelude.cuh");
 /// templates' `{{BYTES_FROM}}` and the start of the repack copy kernel (deepgemm-cuda's pitch_copy).
 pub const BYTES_FROM_CUH: &str = include_str!("../../kernels/bytes.cuh");
 
+/// The cp.async wrappers (sm_80 and later): the sm80 and gemv templates' `{{CP_ASYNC}}`.
+pub const CP_ASYNC_CUH: &str = include_str!("../../kernels/cp_async.cuh");
+
 /// The comment block that opens every generated kernel: what it computes and how the plan
 /// maps onto the hardware.
 fn header(

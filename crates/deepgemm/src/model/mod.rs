@@ -599,7 +599,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         waves: waves.waves,
         predicted_us: time_us,
         tflops,
-        use_tensor_cores: plan.backend.uses_tensor_cores(),
+        use_tensor_cores: plan.backend.uses_tensor_cores(problem.a),
         pad_k: !geo.k_per_block.is_multiple_of(plan.tile.k.max(1) as u64),
         backend: plan.backend,
     };

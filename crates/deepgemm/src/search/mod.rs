@@ -373,7 +373,8 @@ fn search_bucket(
                 let i = violations[0];
                 // A CUDA-core plan's "tensor_util" is its FFMA utilization: citing it as the
                 // closest to a tensor-core target would point the user at the wrong kind.
-                let right_kind = !tensor_core_metric[i] || plan.backend.uses_tensor_cores();
+                let right_kind =
+                    !tensor_core_metric[i] || plan.backend.uses_tensor_cores(spec.a().dtype);
                 if let (Some(s), true) = (standings[i], right_kind) {
                     record_near_miss(&mut near_misses[i], hard[i].op, s, plan);
                 }
@@ -550,7 +551,7 @@ fn infeasible(
     // nothing (its CUDA-core near misses are not recorded).
     let tensor_core_plans = paths::backend_statuses(spec)
         .iter()
-        .any(|b| b.generated && b.refusal.is_none() && b.backend.uses_tensor_cores());
+        .any(|b| b.generated && b.refusal.is_none() && b.backend.uses_tensor_cores(spec.a().dtype));
     let no_tensor_core_plan: Vec<String> = hard
         .iter()
         .zip(&near_misses)

@@ -78,13 +78,14 @@ pub fn notes(spec: &KernelSpec) -> Vec<String> {
         .filter(|s| s.generated && s.refusal.is_none())
         .map(|s| s.backend)
         .collect();
-    let only_cuda_cores =
-        !generated_takers.is_empty() && generated_takers.iter().all(|b| !b.uses_tensor_cores());
+    let only_cuda_cores = !generated_takers.is_empty()
+        && generated_takers.iter().all(|b| !b.uses_tensor_cores(input));
     if only_cuda_cores {
         let why: Vec<String> = statuses
             .iter()
             .filter(|s| {
-                s.backend.uses_tensor_cores() && backend::of(s.backend).target_has(&spec.hardware)
+                s.backend.uses_tensor_cores(input)
+                    && backend::of(s.backend).target_has(&spec.hardware)
             })
             .map(|s| match (&s.refusal, s.generated) {
                 (Some(reason), _) => format!("{} cannot: {reason}", s.backend),

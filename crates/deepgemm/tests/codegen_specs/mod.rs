@@ -251,8 +251,9 @@ pub fn sm80_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32, warps: (
     )
 }
 
-/// A gemv plan: `tile` = (m, n, k), one side the streamed operand's 16 rows, the other 1..8.
-pub fn gemv_plan(spec: &KernelSpec, tile: (u32, u32, u32)) -> Plan {
+/// A gemv plan: `tile` = (m, n, k), one side the streamed operand's 16 rows, the other 1..8;
+/// `stages` chunks of K in the ring.
+pub fn gemv_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32) -> Plan {
     let mut plan = plan(
         spec,
         Backend::Gemv,
@@ -261,7 +262,7 @@ pub fn gemv_plan(spec: &KernelSpec, tile: (u32, u32, u32)) -> Plan {
             n: tile.1,
             k: tile.2,
         },
-        1,
+        stages,
         ThreadLayout::Threads { count: 256 },
         1,
     );
