@@ -258,8 +258,9 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
 pub(super) struct Gemv;
 
 impl BackendImpl for Gemv {
-    fn target_has(&self, _hw: &Hardware) -> bool {
-        true
+    /// The ring is cp.async and the 16-bit sums mma.sync: sm_80 and later.
+    fn target_has(&self, hw: &Hardware) -> bool {
+        hw.compute_capability() >= 80 && hw.features.cp_async
     }
 
     fn refusal(&self, spec: &KernelSpec) -> Option<String> {
