@@ -2,8 +2,7 @@
 // gemv backend: D = A · B where one of M and N is a few (at most 8 per block): decode-sized M,
 // or a handful of output columns. Such a GEMM is a stream of the large operand ("X": rows of K
 // contiguous elements) against the few rows of the small one ("Y"), bound by DRAM, so this
-// kernel does not tile for reuse: it reads X once, at any alignment, and sums on the CUDA cores
-// in f32.
+// kernel does not tile for reuse: it reads X once, at any alignment, and sums in f32.
 //   - The block owns ROWS rows of X and SMALL rows of Y (one tile of D). K goes through a ring of
 //     STAGES chunks in shared memory, filled by cp.async: each row's chunk is copied as the
 //     aligned 16-byte words it overlaps, so a row that does not start on 16 bytes (ld = K + 1, an
@@ -60,7 +59,6 @@ static_assert(sizeof(ElementA) == sizeof(ElementB) && (ELEM_BYTES == 2 || ELEM_B
               "A and B have one element size, 2 or 4 bytes");
 static_assert(A_ROW && !B_ROW, "both operands are K-major");
 static_assert(MMA == (ELEM_BYTES == 2), "16-bit inputs sum on the tensor cores");
-static_assert(MMA || (ROWS % WARPS == 0 && ROWS_PER_WARP >= 1), "every warp owns whole rows of X");
 static_assert(MMA || (VALUES <= 32 && (VALUES & (VALUES - 1)) == 0), "the butterfly takes 2^n <= 32");
 static_assert(!MMA || (ROWS % 16 == 0 && SMALL <= 8), "mma tiles are 16 rows of X by 8 of Y");
 static_assert(TILE_K % STEP_K == 0, "a chunk is whole warp-wide steps");
@@ -88,15 +86,7 @@ static_assert(ROWS * ROW_WORDS * 16 == (X_IS_A ? {{A_STAGE_BYTES}} : {{B_STAGE_B
                   SMALL * ROW_WORDS * 16 == (X_IS_A ? {{B_STAGE_BYTES}} : {{A_STAGE_BYTES}}),
               "a stage differs from the plan's");
 
-// Where row i of a stage comes from: its first element, and the bytes [first, last) its
-// operand spans (the last row ends at column K). Rows past the operand's extent repeat its last
-// row, so that every word of the ring holds the operand's bytes; their sums are not stored.
-struct dg_stage_row {
-  const char* start;
-  const char* first;
-  const char* last;
-};
-
+// X and Y as bytes: `ld*` bytes per row, [base, *_last) spanned (the last row ends at column K).
 struct dg_gemv_view {
   const char* x;
   const char* y;
@@ -104,12 +94,15 @@ struct dg_gemv_view {
   const char* x_last;
   const char* y_last;
   int x_rows, y_rows, x0, y0, K;
-  __device__ __forceinline__ dg_stage_row row(int i) const {
-    if (i < ROWS) return {x + (long long)min(x0 + i, x_rows - 1) * ldx, x, x_last};
-    return {y + (long long)min(y0 + i - ROWS, y_rows - 1) * ldy, y, y_last};
+  // The first element of row i of a stage (X's rows first, then Y's). Rows past the operand's
+  // extent repeat its last row, so that every word of the ring holds the operand's bytes; their
+  // sums are not stored.
+  __device__ __forceinline__ const char* row_start(int i) const {
+    if (i < ROWS) return x + (long long)min(x0 + i, x_rows - 1) * ldx;
+    return y + (long long)min(y0 + i - ROWS, y_rows - 1) * ldy;
   }
   __device__ __forceinline__ int skew(int i) const {
-    return (int)(reinterpret_cast<unsigned long long>(row(i).start) & 15);
+    return (int)(reinterpret_cast<unsigned long long>(row_start(i)) & 15);
   }
 };
 
@@ -155,7 +148,7 @@ struct dg_ring_loader {
 #pragma unroll
     for (int u = 0; u < LOADER_ROWS; ++u) {
       const int i = min(warp + WARPS * u, STAGE_ROWS - 1);
-      const char* start = v.row(i).start;
+      const char* start = v.row_start(i);
       skew[u] = (int)(reinterpret_cast<unsigned long long>(start) & 15);
       aligned[u] = start - skew[u];
     }
@@ -241,7 +234,7 @@ struct dg_ffma_sums {
   template <bool TAIL>
   __device__ __forceinline__ void chunk(const uint4* stage, int k0, int K, float (&acc)[ACC]) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll 1  // one step's words and floats at a time: unrolled, 32-row tiles spill
+#pragma unroll 1  // one step's words and floats live at a time, beside the loader's addresses
     for (int s = 0; s < STEPS; ++s) {
       const int q = s * 32 + lane;
       const int valid = TAIL ? K - (k0 + q * ELEMS_PER_WORD) : ELEMS_PER_WORD;
@@ -428,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
   for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
   const dg_gemv_view view{gX, gY, ldx, ldy, x_last, y_last, x_rows, y_rows, x0, y0, K};
   dg_amax<AMAX, AMAX_PER_ROW, 1> amax(amax_out);
-  // One lane per output applies the spec's expression to its sum `x` of X row x, Y row y.
+  // One thread per output applies the spec's expression to its sum of X row x with Y row y.
   auto store = [&](float sum, int x, int y) {
     if (x < x_rows && y < y_rows) {
       const int m = X_IS_A ? x : y, n = X_IS_A ? y : x;

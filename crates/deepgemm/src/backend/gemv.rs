@@ -60,15 +60,6 @@ fn sums_on_tensor_cores(input: DType) -> bool {
     matches!(input, DType::F16 | DType::Bf16)
 }
 
-/// The kernel's mma.sync: the inputs' own for 16-bit inputs; 4-byte inputs never call it, and
-/// get the bf16 form so that the wrapper is valid PTX all the same.
-fn mma_instruction(input: DType) -> &'static str {
-    match input {
-        DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-        _ => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-    }
-}
-
 fn input_refusal(spec: &KernelSpec) -> Option<String> {
     let (a, b) = (spec.a(), spec.b());
     for operand in [a, b] {
@@ -173,9 +164,10 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("BYTES_FROM", crate::codegen::BYTES_FROM_CUH.to_string()),
         ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
         ("MMA", sums_on_tensor_cores(spec.a().dtype).to_string()),
+        // 4-byte inputs never call it; theirs (the tf32 form) keeps the wrapper valid PTX.
         (
             "MMA_INSTRUCTION",
-            mma_instruction(spec.a().dtype).to_string(),
+            super::mma_sync_instruction(spec.a().dtype).to_string(),
         ),
     ]
 }

@@ -299,6 +299,16 @@ fn warp_fragment_read_bytes(plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
     tk * (wn * tm * a_bytes + wm * tn * b_bytes)
 }
 
+/// The `mma.sync` of 16-bit inputs (m16n8k16) or tf32 (m16n8k8), f32 sums: the sm80 and gemv
+/// templates' `{{MMA_INSTRUCTION}}`. Both shapes take 4 A and 2 B registers per thread.
+fn mma_sync_instruction(input: DType) -> &'static str {
+    match input {
+        DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        DType::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        _ => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    }
+}
+
 fn unsupported(backend: Backend, reason: String) -> CodegenError {
     CodegenError::Unsupported { backend, reason }
 }

@@ -242,11 +242,6 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
 
 fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
     let input = spec.a().dtype;
-    let mma = match input {
-        DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-        DType::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-        _ => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
-    };
     vec![
         ("TILE_M", plan.tile.m.to_string()),
         ("TILE_N", plan.tile.n.to_string()),
@@ -261,7 +256,10 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("IN_TYPE", element_type(input).to_string()),
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         ("TF32", is_tf32(input).to_string()),
-        ("MMA_INSTRUCTION", mma.to_string()),
+        (
+            "MMA_INSTRUCTION",
+            super::mma_sync_instruction(input).to_string(),
+        ),
         ("SWIZZLE", is_swizzled(input).to_string()),
         ("PAD", pad_elems(input).to_string()),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
