@@ -8,8 +8,8 @@
 //     aligned 16-byte words it overlaps, so a row that does not start on 16 bytes (ld = K + 1, an
 //     odd base) needs no repack; words the operand's extent only partly covers are copied element
 //     by element, so nothing outside it is touched.
-//   - The sums: with 16-bit inputs on the tensor cores (mma.sync m16n8k16, the warps splitting
-//     K, their tiles added in shared memory at the end). With 4-byte inputs in f32 FFMA:
+//   - The sums: with 16-bit inputs and 8 rows of Y on the tensor cores (mma.sync m16n8k16, the
+//     warps splitting K, their tiles added in shared memory at the end). Otherwise in f32 FFMA:
 //     each of the 8 warps takes ROWS_PER_WARP rows of X, each lane one 16-byte word of a row per
 //     step (the aligned pair it straddles shifted into place, dg_bytes_from) against the same
 //     word of every row of Y, and a transposing butterfly (N - 1 + 5 - log2 N shuffles for N
@@ -36,11 +36,12 @@ typedef {{D_TYPE}} ElementD;
 constexpr bool X_IS_A = TILE_N <= 8;
 constexpr int ROWS = X_IS_A ? TILE_M : TILE_N;   // rows of X per block
 constexpr int SMALL = X_IS_A ? TILE_N : TILE_M;  // rows of Y per block
-// How the sums are made. 16-bit inputs (MMA): on the tensor cores, mma.sync m16n8k16 with X's
-// rows as the 16 rows and Y's as the 8 columns (zero past SMALL), the 8 warps splitting each
-// chunk's K and their 16 x 8 tiles summed through shared memory at the end. 4-byte inputs (f32,
-// and tf32 summed at f32 precision): FFMA on the CUDA cores, each warp owning ROWS_PER_WARP rows
-// of X, its lanes splitting K, and the sums reduced across the warp.
+// How the sums are made. 16-bit inputs against 8 rows of Y (MMA): on the tensor cores, mma.sync
+// m16n8k16 with X's rows as the 16 rows and Y's as the 8 columns, the 8 warps splitting each
+// chunk's K and their 16 x 8 tiles summed through shared memory at the end. Fewer rows of Y, and
+// 4-byte inputs (f32, and tf32 summed at f32 precision): FFMA on the CUDA cores, each warp owning
+// ROWS_PER_WARP rows of X, its lanes splitting K, and the sums reduced across the warp (a
+// launch-bound tile then skips the mma path's pass through shared memory).
 constexpr bool MMA = {{MMA}};
 constexpr int ROWS_PER_WARP = ROWS / WARPS;      // FFMA: X rows per warp
 constexpr int VALUES = ROWS_PER_WARP * SMALL;    // FFMA: partial sums per lane
@@ -58,9 +59,9 @@ constexpr int STEPS = TILE_K / STEP_K;
 static_assert(sizeof(ElementA) == sizeof(ElementB) && (ELEM_BYTES == 2 || ELEM_BYTES == 4),
               "A and B have one element size, 2 or 4 bytes");
 static_assert(A_ROW && !B_ROW, "both operands are K-major");
-static_assert(MMA == (ELEM_BYTES == 2), "16-bit inputs sum on the tensor cores");
+static_assert(!MMA || ELEM_BYTES == 2, "the tensor cores sum 16-bit inputs");
 static_assert(MMA || (VALUES <= 32 && (VALUES & (VALUES - 1)) == 0), "the butterfly takes 2^n <= 32");
-static_assert(!MMA || (ROWS % 16 == 0 && SMALL <= 8), "mma tiles are 16 rows of X by 8 of Y");
+static_assert(!MMA || (ROWS % 16 == 0 && SMALL == 8), "mma tiles are 16 rows of X by 8 of Y");
 static_assert(TILE_K % STEP_K == 0, "a chunk is whole warp-wide steps");
 static_assert(!MMA || (TILE_K / 16) % WARPS == 0, "every warp takes as many k-steps of a chunk");
 static_assert(!MMA || WARPS * ACC * 32 * 4 <= {{STAGES}} * ({{A_STAGE_BYTES}} + {{B_STAGE_BYTES}}),
@@ -263,7 +264,7 @@ struct dg_ffma_sums {
 // d += a * b for one 16 x 8 tile (PTX ISA "Matrix Fragments for mma.m16n8k16"): with g = lane / 4
 // and q = lane % 4, a holds X rows g and g + 8 at k = 2q, 2q + 1 and 2q + 8, 2q + 9; b holds Y row
 // g at the same k; d[0..1] = (X row g, Y rows 2q, 2q + 1), d[2..3] = (X row g + 8, ...). The
-// instruction is the inputs' (4-byte inputs sum on FFMA and never call it).
+// instruction is the inputs' (FFMA plans never call it).
 __device__ __forceinline__ void dg_mma(float* d, const unsigned (&a)[4], const unsigned (&b)[2]) {
   asm volatile(
       "{{MMA_INSTRUCTION}} "
@@ -277,10 +278,9 @@ __device__ __forceinline__ void dg_mma(float* d, const unsigned (&a)[4], const u
 // 32-bit word where that is 4-byte aligned, else the two words it straddles, funnel-shifted
 // (SKEWED: some row of the block's tiles is not 16-byte aligned; the same in every thread).
 struct dg_mma_sums {
-  // This lane's rows: X rows g and g + 8 of each 16-row tile, Y row g (none past SMALL).
+  // This lane's rows: X rows g and g + 8 of each 16-row tile, Y row g.
   int x_byte[M_TILES][2];  // the skew of each X row, plus this lane's 4q
   int y_byte;
-  bool y_live;
   bool skewed;
 
   __device__ __forceinline__ explicit dg_mma_sums(const dg_gemv_view& v) {
@@ -289,8 +289,7 @@ struct dg_mma_sums {
     for (int t = 0; t < M_TILES; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) x_byte[t][h] = v.skew(16 * t + g + 8 * h) + 4 * q;
-    y_live = g < SMALL;
-    y_byte = (y_live ? v.skew(ROWS + g) : 0) + 4 * q;
+    y_byte = v.skew(ROWS + g) + 4 * q;
     skewed = false;
 #pragma unroll 1
     for (int i = 0; i < STAGE_ROWS; ++i) skewed |= v.skew(i) != 0;
@@ -320,12 +319,9 @@ struct dg_mma_sums {
     for (int j = 0; j < TILE_K / 16 / WARPS; ++j) {
       const int k = 16 * (warp + j * WARPS);  // the k-step's first column in the chunk
       const int valid = TAIL ? K - (k0 + k + 2 * q) : 16;  // of this lane's first pair
-      unsigned b[2] = {0u, 0u};
-      if (y_live) {
-        const uint4* row = stage + (ROWS + g) * ROW_WORDS;
-        b[0] = pair<SKEWED, TAIL>(row, y_byte + 2 * k, valid);
-        b[1] = pair<SKEWED, TAIL>(row, y_byte + 2 * k + 16, valid - 8);
-      }
+      const uint4* y_row = stage + (ROWS + g) * ROW_WORDS;
+      const unsigned b[2] = {pair<SKEWED, TAIL>(y_row, y_byte + 2 * k, valid),
+                             pair<SKEWED, TAIL>(y_row, y_byte + 2 * k + 16, valid - 8)};
 #pragma unroll
       for (int t = 0; t < M_TILES; ++t) {
         const uint4* lo = stage + (16 * t + g) * ROW_WORDS;
@@ -451,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
       for (int w = 0; w < WARPS; ++w) sum += partial[(w * ACC + i) * 32 + l];
       // Value i of lane l: tile i / 4, X row g (+ 8 for i % 4 >= 2), Y row 2q (+ 1 if odd).
       const int g = l / 4, y = 2 * (l % 4) + i % 2;
-      if (y < SMALL) store(sum, x0 + 16 * (i / 4) + g + 8 * ((i % 4) / 2), y0 + y);
+      store(sum, x0 + 16 * (i / 4) + g + 8 * ((i % 4) / 2), y0 + y);
     }
   } else {
     dg_gemv_stream<dg_ffma_sums>(view, ring, acc);

@@ -1,7 +1,8 @@
 //! The gemv backend: a GEMM with a few rows or columns of output per block streamed on the CUDA
 //! cores (`kernels/gemv_gemm.cu`). Decode-sized M, or a handful of output columns, makes a GEMM
 //! a pass over its large operand that DRAM bounds; this kernel reads that operand once through
-//! a ring of 16-byte `cp.async` copies at any alignment (no repack) and sums in f32.
+//! a ring of 16-byte `cp.async` copies at any alignment (no repack) and sums in f32: 16-bit
+//! inputs against 8 small rows on the tensor cores (mma.sync), everything else in FFMA.
 //!
 //! The tile says which operand is streamed: `tile.n <= 8` streams A (tile.m of its rows per
 //! block against tile.n columns of B), otherwise `tile.m <= 8` streams B. `tile.k` is the chunk
@@ -54,10 +55,18 @@ fn elems_per_word(spec: &KernelSpec) -> u32 {
     16 / spec.a().dtype.size_bytes()
 }
 
-/// 16-bit inputs sum on the tensor cores (mma.sync m16n8k16: exact products, f32 sums); 4-byte
-/// inputs (f32, and tf32 at f32 precision) on FFMA: "f32 means f32".
-fn sums_on_tensor_cores(input: DType) -> bool {
+/// 16-bit inputs may sum on the tensor cores (mma.sync m16n8k16: exact products, f32 sums);
+/// 4-byte inputs (f32, and tf32 at f32 precision) sum in FFMA: "f32 means f32".
+fn tensor_core_input(input: DType) -> bool {
     matches!(input, DType::F16 | DType::Bf16)
+}
+
+/// Whether a plan's sums run on the tensor cores: 16-bit inputs against 8 rows of the small
+/// operand, a whole mma.sync tile. Fewer rows would leave most of each mma empty, and the mma
+/// path's fixed work (its epilogue's pass through shared memory, a longer code path) is what
+/// launch-bound shapes pay for: 127x129x255 ran 6.9 us with FFMA sums, 8.3 with mma (4 rows).
+fn mma_sums(input: DType, tile: Tile) -> bool {
+    tensor_core_input(input) && roles(tile).1 == 8
 }
 
 fn input_refusal(spec: &KernelSpec) -> Option<String> {
@@ -163,7 +172,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         ("BYTES_FROM", crate::codegen::BYTES_FROM_CUH.to_string()),
         ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
-        ("MMA", sums_on_tensor_cores(spec.a().dtype).to_string()),
+        ("MMA", mma_sums(spec.a().dtype, plan.tile).to_string()),
         // 4-byte inputs never call it; theirs (the tf32 form) keeps the wrapper valid PTX.
         (
             "MMA_INSTRUCTION",
@@ -176,7 +185,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
 fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     let (streamed, small, a_streamed) = roles(plan.tile);
     let (x, y) = if a_streamed { ("A", "B") } else { ("B", "A") };
-    let sums = if sums_on_tensor_cores(spec.a().dtype) {
+    let sums = if mma_sums(spec.a().dtype, plan.tile) {
         format!(
             "sums on the tensor cores: mma.sync m16n8k16, {streamed} rows of {x} by {small} of \
              {y}, the 8 warps splitting each chunk's K, their tiles added in shared memory"
@@ -317,12 +326,22 @@ impl BackendImpl for Gemv {
     }
 
     fn uses_tensor_cores(&self, input: DType) -> bool {
-        sums_on_tensor_cores(input)
+        tensor_core_input(input)
     }
 
-    /// 16-bit inputs multiply on the tensor cores as they are; 4-byte ones in f32 FFMAs.
+    /// 16-bit inputs multiply on the tensor cores as they are (in the plans that do); 4-byte
+    /// ones in f32 FFMAs.
     fn math_dtype(&self, input: DType) -> DType {
-        if sums_on_tensor_cores(input) {
+        if tensor_core_input(input) {
+            input
+        } else {
+            DType::F32
+        }
+    }
+
+    /// Tiles with fewer than 8 rows of the small operand sum in FFMA whatever the input.
+    fn plan_math_dtype(&self, input: DType, plan: &Plan) -> DType {
+        if mma_sums(input, plan.tile) {
             input
         } else {
             DType::F32

@@ -129,6 +129,13 @@ pub trait BackendImpl: Sync {
         input
     }
 
+    /// The math instruction's dtype in one of this backend's plans: by default the backend's
+    /// ([`BackendImpl::math_dtype`]); a backend whose plans sum on different units says so per
+    /// plan.
+    fn plan_math_dtype(&self, input: DType, _plan: &Plan) -> DType {
+        self.math_dtype(input)
+    }
+
     /// Registers per math thread that hold A/B fragments (`accumulators`: its result registers).
     fn fragment_registers(&self, plan: &Plan, accumulators: u32, input_bytes: u32) -> u32;
 

@@ -133,16 +133,24 @@ impl MathRate {
 /// The rate of `backend` for `input`. A backend the hardware has no rate for (the search never
 /// proposes one) is predicted at the slowest rate the hardware lists.
 pub fn math_rate(hw: &Hardware, input: DType, backend: Backend) -> MathRate {
+    rate_of(hw, math_dtype(input, backend), backend)
+}
+
+/// The rate of one plan's math for `input` (a backend's plans may sum on different units).
+pub fn plan_math_rate(hw: &Hardware, input: DType, plan: &Plan) -> MathRate {
+    let math = crate::backend::of(plan.backend).plan_math_dtype(input, plan);
+    rate_of(hw, math, plan.backend)
+}
+
+fn rate_of(hw: &Hardware, math: DType, backend: Backend) -> MathRate {
     let cal = &hw.calibration;
     let efficiency = cal.backends.get(backend).mma_efficiency;
-    let rate = hw
-        .mma_rate(math_dtype(input, backend), backend)
-        .or_else(|| {
-            hw.mma.iter().min_by(|a, b| {
-                a.dense_flops_per_clk_per_sm
-                    .total_cmp(&b.dense_flops_per_clk_per_sm)
-            })
-        });
+    let rate = hw.mma_rate(math, backend).or_else(|| {
+        hw.mma.iter().min_by(|a, b| {
+            a.dense_flops_per_clk_per_sm
+                .total_cmp(&b.dense_flops_per_clk_per_sm)
+        })
+    });
     match rate {
         Some(r) => MathRate {
             instruction: r.instruction.clone(),
