@@ -129,9 +129,10 @@ __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, cons
 // The ring's copies as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
 // lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a warp's rows are
 // X's is known at compile time; what does not change from chunk to chunk (a row's first aligned
-// word and its skew) is worked out once. A word is copied only if some byte of it is the row's
-// within K: words past the row's end (in K's last chunk) and a word-aligned row's extra word are
-// left as they are, since the stream never reads them into a sum.
+// word, its skew, and whether any of its words reaches past the operand's ends) is worked out
+// once. A word is copied only if some byte of it is the row's within K: words past the row's
+// end (in K's last chunk) and a word-aligned row's extra word are left as they are, since the
+// stream never reads them into a sum.
 constexpr int LOADER_ROWS = (STAGE_ROWS + WARPS - 1) / WARPS;  // stage rows per warp
 constexpr int WORDS_PER_LANE = (ROW_WORDS + 31) / 32;
 static_assert(ROWS % WARPS == 0, "X's rows fill whole turns of the warps' row loop");
@@ -139,6 +140,10 @@ static_assert(ROWS % WARPS == 0, "X's rows fill whole turns of the warps' row lo
 struct dg_ring_loader {
   const char* aligned[LOADER_ROWS];  // each row's chunk 0, from the aligned word it starts in
   int skew[LOADER_ROWS];
+  // Every aligned word the row overlaps lies inside its operand: all but the operand's first
+  // and last rows (and the rows that repeat the last). Such a row's words in a chunk short of
+  // K's end are copied without a bounds test, which is most of the loader's work.
+  bool inside[LOADER_ROWS];
   const char *x_first, *x_last, *y_first, *y_last;
   long long row_bytes;  // K's bytes
 
@@ -152,29 +157,41 @@ struct dg_ring_loader {
       const char* start = v.row_start(i);
       skew[u] = (int)(reinterpret_cast<unsigned long long>(start) & 15);
       aligned[u] = start - skew[u];
+      const bool of_x = u < ROWS / WARPS;
+      const char* words_end = aligned[u] + ((skew[u] + row_bytes + 15) & ~15ll);
+      inside[u] = aligned[u] >= (of_x ? x_first : y_first) && words_end <= (of_x ? x_last : y_last);
     }
   }
 
-  // Issues chunk `chunk`'s copies into `stage`.
-  __device__ __forceinline__ void load(uint4* stage, int chunk) const {
+  // Issues chunk `chunk`'s copies into `stage`; `whole`: the chunk ends short of K's end.
+  __device__ __forceinline__ void load(uint4* stage, int chunk, bool whole) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int u = 0; u < LOADER_ROWS; ++u) {
       const int i = warp + WARPS * u;
       if (i >= STAGE_ROWS) break;  // the same in the whole warp
+      const char* base = aligned[u] + (long long)chunk * TILE_K * ELEM_BYTES;
+      uint4* row = stage + i * ROW_WORDS;
+      if (whole && inside[u]) {  // the same in the whole warp
+        const int words = skew[u] ? ROW_WORDS : CHUNK_WORDS;
+#pragma unroll
+        for (int q = 0; q < WORDS_PER_LANE; ++q) {
+          const int j = lane + 32 * q;
+          if (j < words) dg_cp_async<16>(dg_smem_addr(row + j), base + 16 * j, 16);
+        }
+        continue;
+      }
       const bool of_x = u < ROWS / WARPS;
       const char* first = of_x ? x_first : y_first;
       const char* last = of_x ? x_last : y_last;
       const char* end = aligned[u] + skew[u] + row_bytes;
-      const char* base = aligned[u] + (long long)chunk * TILE_K * ELEM_BYTES;
 #pragma unroll
       for (int q = 0; q < WORDS_PER_LANE; ++q) {
         const int j = lane + 32 * q;
         const char* src = base + 16 * j;
         if (j < ROW_WORDS && src < end && (skew[u] != 0 || j < CHUNK_WORDS)) {
-          uint4* dst = stage + i * ROW_WORDS + j;
-          if (src >= first && src + 16 <= last) dg_cp_async<16>(dg_smem_addr(dst), src, 16);
-          else dg_copy_edge_word(dst, src, first, last);
+          if (src >= first && src + 16 <= last) dg_cp_async<16>(dg_smem_addr(row + j), src, 16);
+          else dg_copy_edge_word(row + j, src, first, last);
         }
       }
     }
@@ -346,14 +363,14 @@ __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* rin
   const int chunks = (v.K + TILE_K - 1) / TILE_K;
 #pragma unroll 1  // one copy of the loader's code for the prologue, one for the loop
   for (int c = 0; c < STAGES - 1; ++c) {
-    if (c < chunks) loader.load(ring + c * STAGE_WORDS, c);
+    if (c < chunks) loader.load(ring + c * STAGE_WORDS, c, (c + 1) * TILE_K <= v.K);
     dg_cp_async_commit();
   }
   for (int c = 0; c < chunks; ++c) {
     dg_cp_async_wait<STAGES - 2>();  // this thread's copies of chunk c have landed
     __syncthreads();                 // and every thread's; chunk c - 1's stage is free
     const int next = c + STAGES - 1;
-    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next);
+    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next, (next + 1) * TILE_K <= v.K);
     dg_cp_async_commit();
     const uint4* stage = ring + (c % STAGES) * STAGE_WORDS;
     if ((c + 1) * TILE_K <= v.K) sums.template chunk<false>(stage, c * TILE_K, v.K, acc);
