@@ -129,8 +129,7 @@ __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, cons
 // The ring's copies as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
 // lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a warp's rows are
 // X's is known at compile time; what does not change from chunk to chunk (a row's first aligned
-// word, its skew, and whether any of its words reaches past the operand's ends) is worked out
-// once. A word is copied only if some byte of it is the row's within K: words past the row's
+// word and its skew) is worked out once. A word is copied only if some byte of it is the row's within K: words past the row's
 // end (in K's last chunk) and a word-aligned row's extra word are left as they are, since the
 // stream never reads them into a sum.
 constexpr int LOADER_ROWS = (STAGE_ROWS + WARPS - 1) / WARPS;  // stage rows per warp
@@ -140,10 +139,6 @@ static_assert(ROWS % WARPS == 0, "X's rows fill whole turns of the warps' row lo
 struct dg_ring_loader {
   const char* aligned[LOADER_ROWS];  // each row's chunk 0, from the aligned word it starts in
   int skew[LOADER_ROWS];
-  // Every aligned word the row overlaps lies inside its operand: all but the operand's first
-  // and last rows (and the rows that repeat the last). Such a row's words in a chunk short of
-  // K's end are copied without a bounds test, which is most of the loader's work.
-  bool inside[LOADER_ROWS];
   const char *x_first, *x_last, *y_first, *y_last;
   long long row_bytes;  // K's bytes
 
@@ -157,9 +152,6 @@ struct dg_ring_loader {
       const char* start = v.row_start(i);
       skew[u] = (int)(reinterpret_cast<unsigned long long>(start) & 15);
       aligned[u] = start - skew[u];
-      const bool of_x = u < ROWS / WARPS;
-      const char* words_end = aligned[u] + ((skew[u] + row_bytes + 15) & ~15ll);
-      inside[u] = aligned[u] >= (of_x ? x_first : y_first) && words_end <= (of_x ? x_last : y_last);
     }
   }
 
@@ -172,8 +164,14 @@ struct dg_ring_loader {
       if (i >= STAGE_ROWS) break;  // the same in the whole warp
       const char* base = aligned[u] + (long long)chunk * TILE_K * ELEM_BYTES;
       uint4* row = stage + i * ROW_WORDS;
-      if (whole && inside[u]) {  // the same in the whole warp
-        const int words = skew[u] ? ROW_WORDS : CHUNK_WORDS;
+      const bool of_x = u < ROWS / WARPS;
+      const char* first = of_x ? x_first : y_first;
+      const char* last = of_x ? x_last : y_last;
+      // A chunk short of K's end whose words all lie inside the operand (every one but the
+      // operand's first and last few) is copied without a test per word, which is most of the
+      // loader's work. The same in the whole warp.
+      const int words = skew[u] ? ROW_WORDS : CHUNK_WORDS;
+      if (whole && base >= first && base + 16 * words <= last) {
 #pragma unroll
         for (int q = 0; q < WORDS_PER_LANE; ++q) {
           const int j = lane + 32 * q;
@@ -181,9 +179,6 @@ struct dg_ring_loader {
         }
         continue;
       }
-      const bool of_x = u < ROWS / WARPS;
-      const char* first = of_x ? x_first : y_first;
-      const char* last = of_x ? x_last : y_last;
       const char* end = aligned[u] + skew[u] + row_bytes;
 #pragma unroll
       for (int q = 0; q < WORDS_PER_LANE; ++q) {
@@ -307,9 +302,9 @@ struct dg_mma_sums {
 #pragma unroll
       for (int h = 0; h < 2; ++h) x_byte[t][h] = v.skew(16 * t + g + 8 * h) + 4 * q;
     y_byte = v.skew(ROWS + g) + 4 * q;
-    skewed = false;
-#pragma unroll 1
-    for (int i = 0; i < STAGE_ROWS; ++i) skewed |= v.skew(i) != 0;
+    // Lane i asks of stage row i (a loop over the rows cost a sixth of a short kernel's time).
+    static_assert(STAGE_ROWS <= 32, "one lane per stage row");
+    skewed = __any_sync(0xffffffffu, lane < STAGE_ROWS && v.skew(lane) != 0);
   }
 
   template <bool TAIL>
@@ -332,7 +327,7 @@ struct dg_mma_sums {
   __device__ __forceinline__ void steps(const uint4* stage, int k0, int K, float (&acc)[ACC]) const {
     const int warp = threadIdx.x / 32, q = threadIdx.x % 4;
     const int g = (threadIdx.x % 32) / 4;
-#pragma unroll 1  // one k-step's fragments at a time (unrolled, they crowd out the loader's)
+#pragma unroll  // the k-steps' shared-memory reads issue together
     for (int j = 0; j < TILE_K / 16 / WARPS; ++j) {
       const int k = 16 * (warp + j * WARPS);  // the k-step's first column in the chunk
       const int valid = TAIL ? K - (k0 + k + 2 * q) : 16;  // of this lane's first pair
