@@ -129,9 +129,9 @@ __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, cons
 // The ring's copies as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
 // lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a warp's rows are
 // X's is known at compile time; what does not change from chunk to chunk (a row's first aligned
-// word and its skew) is worked out once. A word is copied only if some byte of it is the row's within K: words past the row's
-// end (in K's last chunk) and a word-aligned row's extra word are left as they are, since the
-// stream never reads them into a sum.
+// word and its skew) is worked out once. A word is copied only if some byte of it is the row's
+// within K: words past the row's end (in K's last chunk) and a word-aligned row's extra word are
+// left as they are, since the stream never reads them into a sum.
 constexpr int LOADER_ROWS = (STAGE_ROWS + WARPS - 1) / WARPS;  // stage rows per warp
 constexpr int WORDS_PER_LANE = (ROW_WORDS + 31) / 32;
 static_assert(ROWS % WARPS == 0, "X's rows fill whole turns of the warps' row loop");
@@ -365,7 +365,8 @@ __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* rin
     dg_cp_async_wait<STAGES - 2>();  // this thread's copies of chunk c have landed
     __syncthreads();                 // and every thread's; chunk c - 1's stage is free
     const int next = c + STAGES - 1;
-    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next, (next + 1) * TILE_K <= v.K);
+    const bool next_whole = (next + 1) * TILE_K <= v.K;
+    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next, next_whole);
     dg_cp_async_commit();
     const uint4* stage = ring + (c % STAGES) * STAGE_WORDS;
     if ((c + 1) * TILE_K <= v.K) sums.template chunk<false>(stage, c * TILE_K, v.K, acc);

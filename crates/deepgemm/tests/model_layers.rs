@@ -225,3 +225,33 @@ fn a_small_grid_waits_the_idle_latency() {
     let loaded = (lat.dram_cycles as f64).min(lat.l2_cycles as f64);
     assert!(full.load_latency_cycles >= loaded - 1e-9, "{full:?}");
 }
+
+/// gemv sums 16-bit inputs on the tensor cores only where a tile has 8 rows of the small
+/// operand: the narrower tiles are FFMA plans, in the generated kernel, the math rate and the
+/// `use_tensor_cores` observable alike.
+#[test]
+fn gemv_narrow_tiles_sum_on_the_cuda_cores() {
+    let spec = fixed(DType::Bf16, 3001, 7, 3001);
+    let shape = Shape::new(3001, 7, 3001);
+    let gemv = |n: u32| {
+        backend::proposals(&spec, Backend::Gemv)
+            .into_iter()
+            .find(|p| (p.tile.m, p.tile.n) == (16, n) && check_supported(&spec, p).is_ok())
+            .unwrap_or_else(|| panic!("gemv 16x{n} is in the space"))
+    };
+    for (n, tensor_cores) in [(8, true), (4, false), (1, false)] {
+        let plan = gemv(n);
+        let prediction = predict(&spec, &plan, shape);
+        let flag = prediction.observables.use_tensor_cores;
+        assert_eq!(flag, tensor_cores, "16x{n}: use_tensor_cores {flag}");
+        let instruction = &prediction.schedule.math.instruction;
+        assert_eq!(
+            instruction.contains("mma"),
+            tensor_cores,
+            "16x{n}: {instruction}"
+        );
+        let kernel = deepgemm::codegen::generate(&spec, &plan, "v0").unwrap();
+        let mma = format!("constexpr bool MMA = {tensor_cores};");
+        assert!(kernel.source.contains(&mma), "16x{n}: no `{mma}`");
+    }
+}

@@ -64,7 +64,8 @@ fn tensor_core_input(input: DType) -> bool {
 /// Whether a plan's sums run on the tensor cores: 16-bit inputs against 8 rows of the small
 /// operand, a whole mma.sync tile. Fewer rows would leave most of each mma empty, and the mma
 /// path's fixed work (its epilogue's pass through shared memory, a longer code path) is what
-/// launch-bound shapes pay for: 127x129x255 ran 6.9 us with FFMA sums, 8.3 with mma (4 rows).
+/// launch-bound shapes pay for: 127x129x255 (4 rows) ran 7.1 us with FFMA sums, 8.3 with mma
+/// (bench/RESULTS.md, 2026-12-02).
 fn mma_sums(input: DType, tile: Tile) -> bool {
     tensor_core_input(input) && roles(tile).1 == 8
 }
@@ -173,7 +174,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("BYTES_FROM", crate::codegen::BYTES_FROM_CUH.to_string()),
         ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
         ("MMA", mma_sums(spec.a().dtype, plan.tile).to_string()),
-        // 4-byte inputs never call it; theirs (the tf32 form) keeps the wrapper valid PTX.
+        // FFMA plans never call it; for 4-byte inputs the tf32 form keeps the wrapper valid PTX.
         (
             "MMA_INSTRUCTION",
             super::mma_sync_instruction(spec.a().dtype).to_string(),
