@@ -155,9 +155,11 @@ struct dg_ring_loader {
     }
   }
 
-  // Issues chunk `chunk`'s copies into `stage`; `whole`: the chunk ends short of K's end.
-  __device__ __forceinline__ void load(uint4* stage, int chunk, bool whole) const {
+  // Issues chunk `chunk`'s copies into `stage`.
+  __device__ __forceinline__ void load(uint4* stage, int chunk) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // The chunk ends short of K's end.
+    const bool whole = (long long)(chunk + 1) * TILE_K * ELEM_BYTES <= row_bytes;
 #pragma unroll
     for (int u = 0; u < LOADER_ROWS; ++u) {
       const int i = warp + WARPS * u;
@@ -358,15 +360,14 @@ __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* rin
   const int chunks = (v.K + TILE_K - 1) / TILE_K;
 #pragma unroll 1  // one copy of the loader's code for the prologue, one for the loop
   for (int c = 0; c < STAGES - 1; ++c) {
-    if (c < chunks) loader.load(ring + c * STAGE_WORDS, c, (c + 1) * TILE_K <= v.K);
+    if (c < chunks) loader.load(ring + c * STAGE_WORDS, c);
     dg_cp_async_commit();
   }
   for (int c = 0; c < chunks; ++c) {
     dg_cp_async_wait<STAGES - 2>();  // this thread's copies of chunk c have landed
     __syncthreads();                 // and every thread's; chunk c - 1's stage is free
     const int next = c + STAGES - 1;
-    const bool next_whole = (next + 1) * TILE_K <= v.K;
-    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next, next_whole);
+    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next);
     dg_cp_async_commit();
     const uint4* stage = ring + (c % STAGES) * STAGE_WORDS;
     if ((c + 1) * TILE_K <= v.K) sums.template chunk<false>(stage, c * TILE_K, v.K, acc);

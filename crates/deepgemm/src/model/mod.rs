@@ -420,7 +420,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let blocks_per_sm = occupancy.blocks_per_sm.max(1);
     let waves = schedule::waves(geo.blocks, hw.sms, blocks_per_sm);
     let mv = movement::analyze(problem, transposed, plan, &geo, waves.wave_blocks, hw);
-    let math = schedule::plan_math_rate(hw, problem.a, plan);
+    let math_dtype = crate::backend::of(plan.backend).plan_math_dtype(problem.a, plan);
+    let math = schedule::rate_of(hw, math_dtype, plan.backend);
     let mut sync = sync::barriers(plan, geo.k_blocks, problem.k_block_scaled, hw);
 
     let cal = &hw.calibration;
@@ -599,8 +600,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         waves: waves.waves,
         predicted_us: time_us,
         tflops,
-        use_tensor_cores: plan.backend.uses_tensor_cores(problem.a)
-            && crate::backend::of(plan.backend).plan_math_dtype(problem.a, plan) != DType::F32,
+        // A plan whose math is f32 runs it on the CUDA cores (gemv's narrow tiles).
+        use_tensor_cores: plan.backend.uses_tensor_cores(problem.a) && math_dtype != DType::F32,
         pad_k: !geo.k_per_block.is_multiple_of(plan.tile.k.max(1) as u64),
         backend: plan.backend,
     };

@@ -136,13 +136,9 @@ pub fn math_rate(hw: &Hardware, input: DType, backend: Backend) -> MathRate {
     rate_of(hw, math_dtype(input, backend), backend)
 }
 
-/// The rate of one plan's math for `input` (a backend's plans may sum on different units).
-pub fn plan_math_rate(hw: &Hardware, input: DType, plan: &Plan) -> MathRate {
-    let math = crate::backend::of(plan.backend).plan_math_dtype(input, plan);
-    rate_of(hw, math, plan.backend)
-}
-
-fn rate_of(hw: &Hardware, math: DType, backend: Backend) -> MathRate {
+/// The rate of `backend`'s instruction for math in `math` (one plan's: a backend's plans may
+/// sum on different units, `BackendImpl::plan_math_dtype`).
+pub fn rate_of(hw: &Hardware, math: DType, backend: Backend) -> MathRate {
     let cal = &hw.calibration;
     let efficiency = cal.backends.get(backend).mma_efficiency;
     let rate = hw.mma_rate(math, backend).or_else(|| {
