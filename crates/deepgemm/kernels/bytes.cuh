@@ -1,7 +1,7 @@
 // The 16 bytes that start at byte `at` (0..15) of lo:hi, by selects and funnel shifts: lanes with
 // different `at` take no divergent paths, and nothing is indexed at run time (which would put
-// the words in local memory). Shared by the sm90 epilogue (rows of D at any alignment), the gemv
-// kernel (rows of A and B at any alignment) and the repack copy kernel (sources at any alignment).
+// the words in local memory). Shared by the sm90 epilogue (rows of D at any alignment) and the
+// repack copy kernel (sources at any alignment), which hold both words in registers already.
 __device__ __forceinline__ uint4 dg_bytes_from(uint4 lo, uint4 hi, int at) {
   const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   const int first = at >> 2, shift = (at & 3) * 8;

@@ -7,11 +7,11 @@
 //     STAGES chunks in shared memory, filled by cp.async: each row's chunk is copied as the
 //     aligned 16-byte words it overlaps, so a row that does not start on 16 bytes (ld = K + 1, an
 //     odd base) needs no repack; words the operand's extent only partly covers are copied element
-//     by element, so nothing outside it is touched.
+//     by element, after the cp.async copies are on their way, so nothing outside it is touched.
 //   - The sums: with 16-bit inputs and 8 rows of Y on the tensor cores (mma.sync m16n8k16, the
 //     warps splitting K, their tiles added in shared memory at the end). Otherwise in f32 FFMA:
 //     each of the 8 warps takes ROWS_PER_WARP rows of X, each lane one 16-byte word of a row per
-//     step (the aligned pair it straddles shifted into place, dg_bytes_from) against the same
+//     step (the words it overlaps funnel-shifted into place, dg_staged_word) against the same
 //     word of every row of Y, and a transposing butterfly (N - 1 + 5 - log2 N shuffles for N
 //     sums) leaves each output's sum in one lane.
 //   - One thread per output applies the spec's epilogue and stores it.
@@ -67,8 +67,6 @@ static_assert(!MMA || (TILE_K / 16) % WARPS == 0, "every warp takes as many k-st
 static_assert(!MMA || WARPS * ACC * 32 * 4 <= {{STAGES}} * ({{A_STAGE_BYTES}} + {{B_STAGE_BYTES}}),
               "the warps' tiles are summed in the ring's shared memory");
 
-{{BYTES_FROM}}
-
 {{CP_ASYNC}}
 
 // ---- the ring of K chunks ---------------------------------------------------------------------
@@ -96,8 +94,9 @@ struct dg_gemv_view {
   const char* y_last;
   int x_rows, y_rows, x0, y0, K;
   // The first element of row i of a stage (X's rows first, then Y's). Rows past the operand's
-  // extent repeat its last row, so that every word of the ring holds the operand's bytes; their
-  // sums are not stored.
+  // extent stand for its last row (their skew is its skew); the ring does not copy them, and
+  // whatever their stage rows hold reaches only sums that are not stored (each output is the sum
+  // over K of one row of X with one row of Y, on the tensor cores as in FFMA).
   __device__ __forceinline__ const char* row_start(int i) const {
     if (i < ROWS) return x + (long long)min(x0 + i, x_rows - 1) * ldx;
     return y + (long long)min(y0 + i - ROWS, y_rows - 1) * ldy;
@@ -105,12 +104,16 @@ struct dg_gemv_view {
   __device__ __forceinline__ int skew(int i) const {
     return (int)(reinterpret_cast<unsigned long long>(row_start(i)) & 15);
   }
+  __device__ __forceinline__ bool beyond(int i) const {
+    return i < ROWS ? x0 + i >= x_rows : y0 + i - ROWS >= y_rows;
+  }
 };
 
 // A word the operand's extent only partly covers (at its first or last byte), read element by
-// element with plain loads and stored synchronously: nothing outside [first, last) is touched.
-// The __syncthreads that publishes the ring's cp.async copies publishes it too. Not inlined: a
-// few words per operand take it, and the copies of it would crowd the instruction cache.
+// element with plain loads and stored synchronously: nothing outside [first, last) is touched
+// (a cp.async of part of a word still reads all 16 bytes, compute-sanitizer finds). The
+// __syncthreads that publishes the ring's cp.async copies publishes it too. Not inlined: a few
+// words per operand take it, and the copies of it would crowd the instruction cache.
 __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, const char* first,
                                                   const char* last) {
   unsigned u[4] = {0u, 0u, 0u, 0u};
@@ -129,16 +132,24 @@ __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, cons
 // The ring's copies as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
 // lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a warp's rows are
 // X's is known at compile time; what does not change from chunk to chunk (a row's first aligned
-// word and its skew) is worked out once. A word is copied only if some byte of it is the row's
-// within K: words past the row's end (in K's last chunk) and a word-aligned row's extra word are
-// left as they are, since the stream never reads them into a sum.
+// word, its skew, and which of its chunks need no test per word) is worked out once. A word is
+// copied only if some byte of it is the row's within K: words past the row's end (in K's last
+// chunk) and a word-aligned row's extra word are left as they are, since the stream never reads
+// them into a sum.
 constexpr int LOADER_ROWS = (STAGE_ROWS + WARPS - 1) / WARPS;  // stage rows per warp
 constexpr int WORDS_PER_LANE = (ROW_WORDS + 31) / 32;
+constexpr long long CHUNK_BYTES = (long long)TILE_K * ELEM_BYTES;
 static_assert(ROWS % WARPS == 0, "X's rows fill whole turns of the warps' row loop");
+static_assert(CHUNK_BYTES >= 16, "a word starting before a row's operand is in its first chunk");
 
 struct dg_ring_loader {
   const char* aligned[LOADER_ROWS];  // each row's chunk 0, from the aligned word it starts in
   int skew[LOADER_ROWS];
+  // Chunks fast_first..fast_last of a row end short of K's end and have all their words inside
+  // the operand (all but the operand's first and last few): they are copied without a test per
+  // word, which was most of the loader's work.
+  int fast_first[LOADER_ROWS], fast_last[LOADER_ROWS];
+  unsigned beyond = 0;  // bit u: the row lies past its operand's extent and is not copied
   const char *x_first, *x_last, *y_first, *y_last;
   long long row_bytes;  // K's bytes
 
@@ -152,46 +163,66 @@ struct dg_ring_loader {
       const char* start = v.row_start(i);
       skew[u] = (int)(reinterpret_cast<unsigned long long>(start) & 15);
       aligned[u] = start - skew[u];
+      if (v.beyond(i)) beyond |= 1u << u;
+      const bool of_x = u < ROWS / WARPS;
+      const char* first = of_x ? v.x : v.y;
+      const char* last = of_x ? v.x_last : v.y_last;
+      // A row's aligned start lies less than 16 bytes before the operand, so only its chunk 0
+      // can begin outside it.
+      fast_first[u] = aligned[u] >= first ? 0 : 1;
+      const long long room = (long long)(last - aligned[u]) - 16 * words(u);
+      const long long inside = room < 0 ? -1 : room / CHUNK_BYTES;  // chunks 0..inside end in it
+      fast_last[u] = (int)min(inside, row_bytes / CHUNK_BYTES - 1);
     }
   }
 
-  // Issues chunk `chunk`'s copies into `stage`.
+  // The words of a row's chunk: one more than the chunk where the row does not start on 16 bytes.
+  __device__ __forceinline__ int words(int u) const { return skew[u] ? ROW_WORDS : CHUNK_WORDS; }
+
+  // Issues chunk `chunk`'s copies into `stage`. A word that starts before its operand is copied
+  // with plain loads that wait, so that happens after every cp.async is on its way.
   __device__ __forceinline__ void load(uint4* stage, int chunk) const {
+    if (copy<false>(stage, chunk)) copy<true>(stage, chunk);
+  }
+
+  // EDGES = false: the cp.async copies; returns whether some word of the lane starts before its
+  // operand. EDGES = true: those words.
+  template <bool EDGES>
+  __device__ __forceinline__ bool copy(uint4* stage, int chunk) const {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // The chunk ends short of K's end.
-    const bool whole = (long long)(chunk + 1) * TILE_K * ELEM_BYTES <= row_bytes;
+    bool edge = false;
 #pragma unroll
     for (int u = 0; u < LOADER_ROWS; ++u) {
       const int i = warp + WARPS * u;
       if (i >= STAGE_ROWS) break;  // the same in the whole warp
-      const char* base = aligned[u] + (long long)chunk * TILE_K * ELEM_BYTES;
-      uint4* row = stage + i * ROW_WORDS;
-      const bool of_x = u < ROWS / WARPS;
-      const char* first = of_x ? x_first : y_first;
-      const char* last = of_x ? x_last : y_last;
-      // A chunk short of K's end whose words all lie inside the operand (every one but the
-      // operand's first and last few) is copied without a test per word, which is most of the
-      // loader's work. The same in the whole warp.
-      const int words = skew[u] ? ROW_WORDS : CHUNK_WORDS;
-      if (whole && base >= first && base + 16 * words <= last) {
+      if (beyond & (1u << u)) continue;
+      const bool fast = chunk >= fast_first[u] && chunk <= fast_last[u];
+      const char* base = aligned[u] + chunk * CHUNK_BYTES + 16 * lane;
+      uint4* row = stage + i * ROW_WORDS + lane;
+      if (fast) {
+        if (!EDGES) {
 #pragma unroll
-        for (int q = 0; q < WORDS_PER_LANE; ++q) {
-          const int j = lane + 32 * q;
-          if (j < words) dg_cp_async<16>(dg_smem_addr(row + j), base + 16 * j, 16);
+          for (int q = 0; q < WORDS_PER_LANE; ++q)
+            if (lane + 32 * q < words(u)) dg_cp_async<16>(dg_smem_addr(row + 32 * q), base + 512 * q, 16);
         }
         continue;
       }
+      const bool of_x = u < ROWS / WARPS;
+      const char* first = of_x ? x_first : y_first;
+      const char* last = of_x ? x_last : y_last;
       const char* end = aligned[u] + skew[u] + row_bytes;
 #pragma unroll
       for (int q = 0; q < WORDS_PER_LANE; ++q) {
-        const int j = lane + 32 * q;
-        const char* src = base + 16 * j;
-        if (j < ROW_WORDS && src < end && (skew[u] != 0 || j < CHUNK_WORDS)) {
-          if (src >= first && src + 16 <= last) dg_cp_async<16>(dg_smem_addr(row + j), src, 16);
-          else dg_copy_edge_word(row + j, src, first, last);
+        const char* src = base + 512 * q;
+        if (lane + 32 * q < words(u) && src < end) {
+          const bool inside = src >= first && src + 16 <= last;
+          if (EDGES && !inside) dg_copy_edge_word(row + 32 * q, src, first, last);
+          if (!EDGES && inside) dg_cp_async<16>(dg_smem_addr(row + 32 * q), src, 16);
+          edge |= !inside;
         }
       }
     }
+    return edge;
   }
 };
 
@@ -207,11 +238,16 @@ __device__ __forceinline__ uint4 dg_keep_elements(uint4 w, int valid) {
   return make_uint4(u[0], u[1], u[2], u[3]);
 }
 
-// The lane's 16 bytes of staged row `row` at word `q` of the chunk: the aligned pair they
-// straddle, shifted by the row's skew (the same for the whole warp, so the branch does not
-// diverge).
+// The lane's 16 bytes of staged row `row` at word `q` of the chunk, shifted by the row's skew:
+// the five 32-bit words they overlap, funnel-shifted into four (the skew is the same for the
+// whole warp, so the branch does not diverge). Reading the words at the skew's word offset costs
+// 5 loads and 4 shifts; the aligned pair and dg_bytes_from's selects cost 2 loads and 19.
 __device__ __forceinline__ uint4 dg_staged_word(const uint4* row, int q, int skew) {
-  return skew ? dg_bytes_from(row[q], row[q + 1], skew) : row[q];
+  if (!skew) return row[q];
+  const unsigned* w = reinterpret_cast<const unsigned*>(row + q) + (skew >> 2);
+  const int shift = (skew & 3) * 8;
+  return make_uint4(__funnelshift_r(w[0], w[1], shift), __funnelshift_r(w[1], w[2], shift),
+                    __funnelshift_r(w[2], w[3], shift), __funnelshift_r(w[3], w[4], shift));
 }
 
 // Word `w` of `T` elements (2 or 4 bytes) as floats.
@@ -329,7 +365,7 @@ struct dg_mma_sums {
   __device__ __forceinline__ void steps(const uint4* stage, int k0, int K, float (&acc)[ACC]) const {
     const int warp = threadIdx.x / 32, q = threadIdx.x % 4;
     const int g = (threadIdx.x % 32) / 4;
-#pragma unroll  // the k-steps' shared-memory reads issue together
+#pragma unroll 4  // the k-steps' shared-memory reads issue together, four at a time
     for (int j = 0; j < TILE_K / 16 / WARPS; ++j) {
       const int k = 16 * (warp + j * WARPS);  // the k-step's first column in the chunk
       const int valid = TAIL ? K - (k0 + k + 2 * q) : 16;  // of this lane's first pair

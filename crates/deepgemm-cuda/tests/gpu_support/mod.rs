@@ -519,9 +519,15 @@ pub fn gemv() -> Vec<Case> {
         cases.push(Case::new("bf16", "bf16", shape).base_offset(2));
         cases.push(Case::new("bf16", "bf16", shape).ld_pad(3).base_offset(2));
     }
-    // The ring's two ends: two stages of one step of K, and two-step chunks (a K tail inside
-    // a chunk, several chunks in flight), at a skew.
-    for constraints in ["STAGES == 2; TILE_K == 256;", "STAGES == 3; TILE_K == 512;"] {
+    // The ring's ends: two stages of one step of K, two-step chunks (a K tail inside a chunk,
+    // several chunks in flight) and four-step ones (the mma k-steps in two unrolled halves), at
+    // a skew.
+    for constraints in [
+        "STAGES == 2; TILE_K == 256;",
+        "STAGES == 3; TILE_K == 512;",
+        "STAGES == 2; TILE_K == 1024;",
+        "STAGES == 4; TILE_K == 1024;",
+    ] {
         for shape in [(3001, 7, 3001), (2, 5000, 2500)] {
             cases.push(
                 Case::new("bf16", "bf16", shape)

@@ -31,9 +31,12 @@ const SMALL_ROWS: [u32; 4] = [1, 2, 4, 8];
 /// rows compiled without spills but measured no faster on FFMA (3001x7x3001: 29.2 against
 /// 29.0 us), and fewer blocks stream less of DRAM at once.
 const STREAMED_ROWS: [u32; 1] = [16];
-/// Warp-wide steps of K per chunk: 1 or 2 (longer chunks hold more addresses and fragments at
-/// once than the registers of two blocks per SM allow; 1 and 2 measured alike).
-const CHUNK_STEPS: [u32; 2] = [1, 2];
+/// Warp-wide steps of K per chunk: 1, 2 or 4. A longer chunk pays the ring's per-chunk work (a
+/// barrier, each row's copy setup) over more bytes, and at 4 the mma path unrolls its k-steps
+/// four at a time to stay within two blocks' registers per SM. On 3001x7x3001 the model picks
+/// 4 steps in 2 stages; it measured 18.4 us against 18.6 for 2 steps in 4 (bench/RESULTS.md,
+/// 2026-12-02).
+const CHUNK_STEPS: [u32; 3] = [1, 2, 4];
 /// Chunks in the ring: enough ahead to cover DRAM's latency at two blocks per SM.
 const RING_STAGES: [u32; 5] = [2, 3, 4, 6, 8];
 
@@ -139,7 +142,7 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let steps = k / step_k;
     if !CHUNK_STEPS.contains(&steps) {
         return Err(fail(format!(
-            "TILE_K = {k} is {steps} warp-wide steps of K; a chunk is 1 or 2"
+            "TILE_K = {k} is {steps} warp-wide steps of K; a chunk is 1, 2 or 4"
         )));
     }
     if plan.stages < 2 {
@@ -171,7 +174,6 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
-        ("BYTES_FROM", crate::codegen::BYTES_FROM_CUH.to_string()),
         ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
         ("MMA", mma_sums(spec.a().dtype, plan.tile).to_string()),
         // FFMA plans never call it; for 4-byte inputs the tf32 form keeps the wrapper valid PTX.
@@ -212,7 +214,7 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     ]
 }
 
-/// Every (streamed rows, small rows) pair both ways round, with chunks of 1 or 2 warp-wide
+/// Every (streamed rows, small rows) pair both ways round, with chunks of 1, 2 or 4 warp-wide
 /// steps of K and rings of 2 to 8 chunks (the search drops those shared memory cannot hold).
 fn propose(spec: &KernelSpec) -> Vec<Plan> {
     let threads = ThreadLayout::Threads { count: THREADS };

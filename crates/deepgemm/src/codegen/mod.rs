@@ -423,8 +423,8 @@ pub fn generate(
 /// Element types, conversions and epilogue functions shared by every backend.
 const PRELUDE: &str = include_str!("../../kernels/prelude.cuh");
 
-/// `dg_bytes_from`, 16 bytes at any byte offset of two aligned 16-byte words: the sm90 and gemv
-/// templates' `{{BYTES_FROM}}` and the start of the repack copy kernel (deepgemm-cuda's pitch_copy).
+/// `dg_bytes_from`, 16 bytes at any byte offset of two aligned 16-byte words: the sm90
+/// template's `{{BYTES_FROM}}` and the start of the repack copy kernel (deepgemm-cuda's pitch_copy).
 pub const BYTES_FROM_CUH: &str = include_str!("../../kernels/bytes.cuh");
 
 /// The cp.async wrappers (sm_80 and later): the sm80 and gemv templates' `{{CP_ASYNC}}`.
