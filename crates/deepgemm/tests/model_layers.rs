@@ -255,3 +255,34 @@ fn gemv_narrow_tiles_sum_on_the_cuda_cores() {
         assert!(kernel.source.contains(&mma), "16x{n}: no `{mma}`");
     }
 }
+
+/// gemv's ring copies the small operand's rows beside the streamed ones, so a wider small side
+/// streams the large operand slower: 4 rows of A against 16 of B copy 20 rows per 16 streamed,
+/// 1 row 17 (measured: 151.8 against 130.4 us at 4x / 1x8192x28672, bench/RESULTS.md).
+#[test]
+fn gemv_streams_slower_with_more_small_rows() {
+    let time = |m: u32| {
+        let spec = fixed(DType::Bf16, m.into(), 8192, 28672);
+        let plan = backend::proposals(&spec, Backend::Gemv)
+            .into_iter()
+            .find(|p| {
+                (p.tile.m, p.tile.n, p.tile.k, p.stages) == (m, 16, 1024, 3)
+                    && check_supported(&spec, p).is_ok()
+            })
+            .unwrap_or_else(|| panic!("gemv {m}x16x1024 s3 is in the space"));
+        let prediction = predict(&spec, &plan, Shape::new(m.into(), 8192, 28672));
+        assert_eq!(
+            prediction.bottleneck,
+            Bottleneck::Dram,
+            "{m}x16: {:?}",
+            prediction.bottleneck
+        );
+        prediction.time_us
+    };
+    let (one, four) = (time(1), time(4));
+    let ratio = four / one;
+    assert!(
+        (1.1..1.25).contains(&ratio),
+        "4 small rows against 1: {four:.1} / {one:.1} us = {ratio:.3}, want about 20 / 17"
+    );
+}

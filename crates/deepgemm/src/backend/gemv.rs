@@ -279,7 +279,7 @@ impl BackendImpl for Gemv {
             kblock_scale_cycles: None,
             producer_regs: None,
             // The H200's measured share (its hardware file says where from).
-            stream_efficiency: Some(0.55),
+            stream_efficiency: Some(0.96),
         }
     }
 
@@ -373,6 +373,16 @@ impl BackendImpl for Gemv {
         };
         let k = plan.tile.k as f64;
         2.0 * k * (streamed as f64 * x_bytes + WARPS as f64 * small as f64 * y_bytes)
+    }
+
+    /// A stage holds the streamed operand's rows and the small one's (from L2, for every block
+    /// again): the ring's copies, and so its stream, scale with the streamed rows' share. With
+    /// it one figure fits the FFMA plans' M = 1, 2 and 4: 1x, 2x and 4x8192x28672 measured
+    /// 130.4, 139.3 and 151.8 us at 3ed1ae4, predicted 132.5, 139.7 and 154.1
+    /// (bench/RESULTS.md, 2026-12-02).
+    fn stream_share(&self, plan: &Plan) -> f64 {
+        let (streamed, small, _) = roles(plan.tile);
+        streamed as f64 / (streamed + small) as f64
     }
 
     /// One `__syncthreads` per chunk: its copies have landed and the stage refilled next is free.

@@ -167,6 +167,13 @@ pub trait BackendImpl: Sync {
         0.0
     }
 
+    /// The share of a plan's copies that carry the operand DRAM streams, which scales the
+    /// backend's `stream_efficiency`: 1 but for gemv, whose ring copies the small operand's
+    /// rows beside the streamed ones.
+    fn stream_share(&self, _plan: &Plan) -> f64 {
+        1.0
+    }
+
     /// The `WARPGROUPS` tile variable: warpgroups that do the math.
     fn warpgroups(&self, plan: &Plan) -> u32 {
         plan.threads.threads().div_ceil(128)

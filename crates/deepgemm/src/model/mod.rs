@@ -440,8 +440,11 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         + round_trip_cycles;
     let figures = cal.backends.get(plan.backend);
     // Bytes per microsecond; a backend that streams through registers sustains less of DRAM's.
-    let dram_bw =
-        hw.dram_bw_gbps * 1e3 * cal.dram_efficiency * figures.stream_efficiency.unwrap_or(1.0);
+    let dram_bw = hw.dram_bw_gbps
+        * 1e3
+        * cal.dram_efficiency
+        * figures.stream_efficiency.unwrap_or(1.0)
+        * crate::backend::of(plan.backend).stream_share(plan);
     let l2_bw = hw.l2_bw_gbps * 1e3 * figures.l2_efficiency;
     let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * figures.smem_efficiency; // per cycle
 
