@@ -164,9 +164,8 @@ struct dg_ring_loader {
       skew[u] = (int)(reinterpret_cast<unsigned long long>(start) & 15);
       aligned[u] = start - skew[u];
       if (v.beyond(i)) beyond |= 1u << u;
-      const bool of_x = u < ROWS / WARPS;
-      const char* first = of_x ? v.x : v.y;
-      const char* last = of_x ? v.x_last : v.y_last;
+      const char *first, *last;
+      bounds(u, first, last);
       // A row's aligned start lies less than 16 bytes before the operand, so only its chunk 0
       // can begin outside it.
       fast_first[u] = aligned[u] >= first ? 0 : 1;
@@ -178,6 +177,13 @@ struct dg_ring_loader {
 
   // The words of a row's chunk: one more than the chunk where the row does not start on 16 bytes.
   __device__ __forceinline__ int words(int u) const { return skew[u] ? ROW_WORDS : CHUNK_WORDS; }
+
+  // The bytes [first, last) of the operand a warp's row u belongs to (known at compile time).
+  __device__ __forceinline__ void bounds(int u, const char*& first, const char*& last) const {
+    const bool of_x = u < ROWS / WARPS;
+    first = of_x ? x_first : y_first;
+    last = of_x ? x_last : y_last;
+  }
 
   // Issues chunk `chunk`'s copies into `stage`. A word that starts before its operand is copied
   // with plain loads that wait, so that happens after every cp.async is on its way.
@@ -207,9 +213,8 @@ struct dg_ring_loader {
         }
         continue;
       }
-      const bool of_x = u < ROWS / WARPS;
-      const char* first = of_x ? x_first : y_first;
-      const char* last = of_x ? x_last : y_last;
+      const char *first, *last;
+      bounds(u, first, last);
       const char* end = aligned[u] + skew[u] + row_bytes;
 #pragma unroll
       for (int q = 0; q < WORDS_PER_LANE; ++q) {

@@ -420,7 +420,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let blocks_per_sm = occupancy.blocks_per_sm.max(1);
     let waves = schedule::waves(geo.blocks, hw.sms, blocks_per_sm);
     let mv = movement::analyze(problem, transposed, plan, &geo, waves.wave_blocks, hw);
-    let math_dtype = crate::backend::of(plan.backend).plan_math_dtype(problem.a, plan);
+    let implementation = crate::backend::of(plan.backend);
+    let math_dtype = implementation.plan_math_dtype(problem.a, plan);
     let math = schedule::rate_of(hw, math_dtype, plan.backend);
     let mut sync = sync::barriers(plan, geo.k_blocks, problem.k_block_scaled, hw);
 
@@ -434,7 +435,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let (dram_latency_cycles, l2_latency_cycles) = hw
         .latencies
         .at_load(geo.blocks as f64 / hw.sms.max(1) as f64);
-    let round_trip_cycles = crate::backend::of(plan.backend).load_round_trip_cycles(hw);
+    let round_trip_cycles = implementation.load_round_trip_cycles(hw);
     let load_latency_cycles = mv.l2_hit_rate * l2_latency_cycles
         + (1.0 - mv.l2_hit_rate) * dram_latency_cycles
         + round_trip_cycles;
@@ -444,7 +445,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         * 1e3
         * cal.dram_efficiency
         * figures.stream_efficiency.unwrap_or(1.0)
-        * crate::backend::of(plan.backend).stream_share(plan);
+        * implementation.stream_share(plan);
     let l2_bw = hw.l2_bw_gbps * 1e3 * figures.l2_efficiency;
     let smem_bw_per_sm = hw.smem_bw_bytes_per_clk_per_sm * figures.smem_efficiency; // per cycle
 
