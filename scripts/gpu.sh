@@ -3,8 +3,8 @@
 #   scripts/gpu.sh pack          here (no GPU): build the release binary and a nextest archive of
 #                                the GPU tests into .gpu/, which the device call carries.
 #   scripts/gpu.sh run [PART..]  on the GPU machine, building nothing; PARTs (default: all):
-#     tests      every gpu_* test (the correctness matrix; $TEST_THREADS at a time, default 1),
-#                JUnit XML under $OUT
+#     tests      every gpu_* test (the correctness matrix; $TEST_THREADS at a time, default 1;
+#                $GPU_TESTS, a nextest filter expression, picks fewer), JUnit XML under $OUT
 #     sanitizer  compute-sanitizer memcheck over `deepgemm run` on edge shapes
 #     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode f32; any name of
 #                bench/suites/, e.g. BENCH_SUITES="fp8 fp8_tensor") vs cuBLASLt
@@ -29,7 +29,7 @@ deepgemm=./.gpu/deepgemm
 
 tests() {
   ./.gpu/cargo-nextest nextest run --archive-file .gpu/gpu-tests.tar.zst --workspace-remap . \
-    --no-fail-fast --test-threads "${TEST_THREADS:-1}" -E 'test(/^gpu_/)' --profile gpu 2>&1 | tee "$OUT/gpu-tests.log"
+    --no-fail-fast --test-threads "${TEST_THREADS:-1}" -E "${GPU_TESTS:-test(/^gpu_/)}" --profile gpu 2>&1 | tee "$OUT/gpu-tests.log"
   local rc=${PIPESTATUS[0]}
   cp target/nextest/gpu/junit.xml "$OUT/gpu-tests.junit.xml" 2>/dev/null || true
   return "$rc"

@@ -54,17 +54,23 @@ constexpr int COL_SCALES = {{COL_SCALES}};
 constexpr bool PER_COLUMN_SCALES = {{PER_COLUMN_SCALES}};
 static_assert(PER_COLUMN_SCALES ? COL_SCALES == TILE_N / 4 : COL_SCALES == 1 || COL_SCALES == 2,
               "B's scales: one or two blocks per tile, or one per fragment column");
-// STAGED_SCALES (codegen::sm90::staged_scales): each consumer warp copies the K-block scales of
-// its 16 rows (per m64 slice) and of the tile's columns SCALE_SETS - 1 k-tiles ahead into its
-// own shared-memory slots (cp.async, which cp.async.wait_group tracks by age), a few lanes doing
-// the copies, and every lane reads back its own for the promotion. Loading them into registers
-// instead makes the promotion wait for the newest load in flight, an L2 round trip per k-tile:
-// the hardware counts a thread's outstanding loads, it does not track them one by one.
+// STAGED_SCALES (codegen::sm90::staged_scales): the producer warp copies each k-tile's K-block
+// scales (A's of the tile's rows, B's of its at most two blocks of columns) into a slot beside
+// the k-tile's stage (cp.async, which arrives on the stage's `full` barrier when the copies
+// land), and the consumers read them from there: the consumers spend no instructions on the
+// copies, and the scales come with the operands they scale. Otherwise they are loaded into
+// registers a k-tile ahead (a scale per column of B, products of scale tensors).
 constexpr bool STAGED_SCALES = {{STAGED_SCALES}};
-constexpr int SCALE_SETS = {{SCALE_SETS}};            // k-tiles of staged scales
-constexpr int SCALE_ROW_SLOTS = {{SCALE_ROW_SLOTS}};  // A's scales of a warp's rows, 16 per slice
-constexpr int SCALE_COL_SLOTS = {{SCALE_COL_SLOTS}};  // B's scales of the tile (COL_SCALES, 16 B)
-constexpr int SCALE_SET_BYTES = (SCALE_ROW_SLOTS + SCALE_COL_SLOTS) * 4;  // one k-tile, one warp
+constexpr int SCALE_ROWS = {{SCALE_ROWS}};  // A's scales per stage: one per tile row, or none
+constexpr int SCALE_COLS = {{SCALE_COLS}};  // B's: COL_SCALES padded to 16 bytes, or none
+constexpr int SCALE_STAGE_BYTES = (SCALE_ROWS + SCALE_COLS) * 4;
+// The producer warp's lanes each arrive on `full` once their copies land, besides the one
+// arrival that announces the TMA bytes.
+constexpr int FULL_ARRIVALS = 1 + (STAGED_SCALES ? 32 : 0);
+// Consumer arrivals on `empty` per warpgroup: one thread's once its wgmmas have read the stage;
+// with STAGED_SCALES one per warp, since each warp reads its rows' scales from the stage with
+// loads of its own.
+constexpr int RELEASERS = STAGED_SCALES ? 4 : 1;
 
 constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
 constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
@@ -92,7 +98,7 @@ static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
 // ---- shared memory (codegen::sm90::smem_layout) ---------------------------------------------
 // [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES] |
 // turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, one per consumer warp |
-// STAGED_SCALES: SCALE_SETS sets of SCALE_SET_BYTES per consumer warp.
+// STAGED_SCALES: STAGES scale slots of SCALE_STAGE_BYTES, slot s beside stage s.
 // The 128-byte swizzle repeats every 8 rows of 128 bytes (1024 bytes): every stage and every
 // TMA box starts on such a boundary, which is what the wgmma descriptors below assume.
 // K-major operand: rows of TILE_K elements (128 bytes), one row per M (or N) index.
@@ -114,12 +120,12 @@ constexpr int EPI_CHUNKS = EPI_ROW_BYTES / 16;  // 16-byte pieces per staged row
 constexpr int EPI_ELEMS = 16 / (int)sizeof(ElementD);  // elements per 16-byte piece
 static_assert({{EPILOGUE_BYTES}} == (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BYTES : 0),
               "epilogue buffers differ from the plan");
-static_assert({{SCALE_BYTES}} == (STAGED_SCALES ? 4 * CONSUMERS * SCALE_SETS * SCALE_SET_BYTES : 0),
+static_assert({{SCALE_BYTES}} == (STAGED_SCALES ? STAGES * SCALE_STAGE_BYTES : 0),
               "staged scales differ from the plan");
 static_assert(!STAGED_SCALES || (PROMOTE && !PER_COLUMN_SCALES &&
-                                 (SCALE_ROW_SLOTS == 0 || SCALE_ROW_SLOTS == 16 * WG_MMAS) &&
-                                 (SCALE_COL_SLOTS == 0 || SCALE_COL_SLOTS == 4)),
-              "staged scales: 16 row slots per m64 slice, 4 (16 bytes) for the columns");
+                                 (SCALE_ROWS == 0 || SCALE_ROWS == TILE_M) &&
+                                 (SCALE_COLS == 0 || SCALE_COLS == 4)),
+              "staged scales: one slot per tile row, 4 (16 bytes) for the columns");
 
 // The first column of the second block of B's scale columns that a tile starting at n0 meets.
 __device__ __forceinline__ int second_scale_block(int n0) {
@@ -243,12 +249,10 @@ __device__ __forceinline__ void dg_cp_async_16(unsigned dst, const void* src, in
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                :: "r"(dst), "l"(src), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void dg_cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int PENDING>
-__device__ __forceinline__ void dg_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING) : "memory");
+// Arrives on `bar` once every cp.async this thread has issued so far has landed. `.noinc`: the
+// barrier's expected count includes this arrival.
+__device__ __forceinline__ void dg_cp_async_arrive(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
 }
 __device__ __forceinline__ float dg_ld_shared_f32(unsigned addr) {
   float v;
@@ -377,6 +381,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   auto turn = [&](int c) { return bars + 8u * (2 * STAGES + c); };  // consumer c may start
   const unsigned epi_buffers = bars + 1024;
   const unsigned scale_slots = epi_buffers + {{EPILOGUE_BYTES}};
+  auto scale_slot = [&](int s) { return scale_slots + s * SCALE_STAGE_BYTES; };
 
   const int wg = threadIdx.x / 128;
   const unsigned rank = CLUSTER_M > 1 ? dg_cluster_rank() : 0u;
@@ -384,8 +389,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     dg_prefetch_tensor_map(&tmap_a);
     dg_prefetch_tensor_map(&tmap_b);
     for (int s = 0; s < STAGES; ++s) {
-      dg_mbar_init(full(s), 1);  // the producer's arrive.expect_tx; the bytes do the rest
-      dg_mbar_init(empty(s), STAGE_READERS * CLUSTER_M);  // its readers in every cluster block
+      // The producer's arrive.expect_tx (the bytes do the rest) and its lanes' scale copies.
+      dg_mbar_init(full(s), FULL_ARRIVALS);
+      dg_mbar_init(empty(s), STAGE_READERS * RELEASERS * CLUSTER_M);  // every cluster block's
     }
     if constexpr (PINGPONG) {
       dg_mbar_init(turn(0), 1);
@@ -419,7 +425,48 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   if (wg == 0) {
     // ---- producer ----
     dg_setmaxnreg_dec<{{PRODUCER_REGISTERS}}>();
-    if (threadIdx.x == 0) {
+    // Warp 0 produces: lane 0 issues the TMA loads, and with STAGED_SCALES every lane copies a
+    // share of the k-tile's scales.
+    const int lane = threadIdx.x;
+    // A's scales of 4 consecutive rows are one 16-byte copy where rows are contiguous (an M-major
+    // scale tensor) and the first of them is 16-byte aligned; else each row is copied apart.
+    const bool scale_rows_contiguous =
+        SCALE_ROWS > 0 && static_cast<const char*>(block_scale_a_at(1, 0)) -
+                                  static_cast<const char*>(block_scale_a_at(0, 0)) ==
+                              4;
+    // k-tile kt's scales of the tile at (m0, n0) into `slot`: A's of its TILE_M rows, then B's of
+    // its COL_SCALES blocks of columns. Rows and columns outside D get zeros (not read).
+    auto stage_scales = [&](int kt, int m0, int n0, unsigned slot) {
+      const int k0 = kt * TILE_K;
+      if constexpr (SCALE_ROWS > 0) {
+        const bool wide =
+            scale_rows_contiguous &&
+            reinterpret_cast<unsigned long long>(block_scale_a_at(m0 < M ? m0 : 0, k0)) % 16 == 0;
+#pragma unroll
+        for (int turn = 0; turn < (TILE_M / 4 + 31) / 32; ++turn) {
+          const int p = 32 * turn + lane;  // the lane's 4 rows of this turn
+          if (p >= TILE_M / 4) break;
+          const int m = m0 + 4 * p;
+          if (wide && m + 4 <= M) {
+            dg_cp_async_16(slot + 16 * p, block_scale_a_at(m, k0), 16);
+          } else {
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+              dg_cp_async_4(slot + 4 * (4 * p + r), block_scale_a_at(m + r < M ? m + r : 0, k0),
+                            m + r < M);
+          }
+        }
+      }
+      if constexpr (SCALE_COLS > 0) {
+        if (lane < COL_SCALES) {
+          const int n = lane == 0 ? n0 : second_scale_block(n0);
+          const bool inside = n < N && n < n0 + TILE_N;
+          dg_cp_async_4(slot + 4 * (SCALE_ROWS + lane), block_scale_b_at(k0, inside ? n : 0),
+                        inside);
+        }
+      }
+    };
+    if (threadIdx.x < 32) {
       int stage = 0;
       unsigned phase = 0;
       for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
@@ -428,37 +475,44 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Fresh barriers count as having completed the phase before the first: parity 1 passes.
           dg_mbar_wait(empty(stage), phase ^ 1);
-          dg_mbar_expect_tx(full(stage), A_STAGE_BYTES + B_STAGE_BYTES);
-          const int k0 = kt * TILE_K;
-          const unsigned a_dst = smem_a + stage * A_STAGE_BYTES;
-          const unsigned b_dst = smem_b + stage * B_STAGE_BYTES;
-          if constexpr (A_KMAJOR) {
-            dg_tma_load(a_dst, &tmap_a, full(stage), k0, m0);
-          } else {
-#pragma unroll
-            for (int box = 0; box < TILE_M / 64; ++box)
-              dg_tma_load(a_dst + box * MN_BOX_BYTES, &tmap_a, full(stage), m0 + 64 * box, k0);
+          if constexpr (STAGED_SCALES) {
+            stage_scales(kt, m0, n0, scale_slot(stage));
+            dg_cp_async_arrive(full(stage));
           }
-          // This block's share of B: all of it, or one half multicast to both cluster blocks.
-          if constexpr (B_KMAJOR) {
-            constexpr int ROWS = TILE_N / CLUSTER_M;
-            const unsigned dst = b_dst + rank * ROWS * ROW_BYTES;
-            if constexpr (CLUSTER_M > 1) {
-              dg_tma_load_multicast(dst, &tmap_b, full(stage), k0, n0 + rank * ROWS,
-                                    (1u << CLUSTER_M) - 1);
+          if (lane == 0) {
+            dg_mbar_expect_tx(full(stage), A_STAGE_BYTES + B_STAGE_BYTES);
+            const int k0 = kt * TILE_K;
+            const unsigned a_dst = smem_a + stage * A_STAGE_BYTES;
+            const unsigned b_dst = smem_b + stage * B_STAGE_BYTES;
+            if constexpr (A_KMAJOR) {
+              dg_tma_load(a_dst, &tmap_a, full(stage), k0, m0);
             } else {
-              dg_tma_load(dst, &tmap_b, full(stage), k0, n0);
-            }
-          } else {
-            constexpr int BOXES = TILE_N / 64 / CLUSTER_M;
 #pragma unroll
-            for (int i = 0; i < BOXES; ++i) {
-              const int box = rank * BOXES + i;
+              for (int box = 0; box < TILE_M / 64; ++box)
+                dg_tma_load(a_dst + box * MN_BOX_BYTES, &tmap_a, full(stage), m0 + 64 * box, k0);
+            }
+            // This block's share of B: all of it, or one half multicast to both cluster blocks.
+            if constexpr (B_KMAJOR) {
+              constexpr int ROWS = TILE_N / CLUSTER_M;
+              const unsigned dst = b_dst + rank * ROWS * ROW_BYTES;
               if constexpr (CLUSTER_M > 1) {
-                dg_tma_load_multicast(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage),
-                                      n0 + 64 * box, k0, (1u << CLUSTER_M) - 1);
+                dg_tma_load_multicast(dst, &tmap_b, full(stage), k0, n0 + rank * ROWS,
+                                      (1u << CLUSTER_M) - 1);
               } else {
-                dg_tma_load(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage), n0 + 64 * box, k0);
+                dg_tma_load(dst, &tmap_b, full(stage), k0, n0);
+              }
+            } else {
+              constexpr int BOXES = TILE_N / 64 / CLUSTER_M;
+#pragma unroll
+              for (int i = 0; i < BOXES; ++i) {
+                const int box = rank * BOXES + i;
+                if constexpr (CLUSTER_M > 1) {
+                  dg_tma_load_multicast(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage),
+                                        n0 + 64 * box, k0, (1u << CLUSTER_M) - 1);
+                } else {
+                  dg_tma_load(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage), n0 + 64 * box,
+                              k0);
+                }
               }
             }
           }
@@ -489,9 +543,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int g = lane / 4, q = lane % 4;
 
     // Hands a stage back to the producer of every block of the cluster (one thread per
-    // warpgroup; the count is STAGE_READERS x CLUSTER_M).
+    // warpgroup, or per warp: RELEASERS; the count is STAGE_READERS x RELEASERS x CLUSTER_M).
     auto release = [&](int s) {
-      if (t == 0) {
+      if ((RELEASERS == 4 ? lane : t) == 0) {
         if constexpr (CLUSTER_M > 1) {
 #pragma unroll
           for (unsigned r = 0; r < CLUSTER_M; ++r) dg_mbar_arrive_cluster(empty(s), r);
@@ -532,58 +586,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         out.cols[1] = next_n < N && next_n < n0 + TILE_N ? block_scale_b(k0, next_n) : 0.0f;
       }
     };
-    // STAGED_SCALES: k-tile kt's set of this warp's slots: A's scales of the warp's 16 rows of
-    // each m64 slice, then B's COL_SCALES.
-    const unsigned warp_sets = scale_slots + (consumer * 4 + warp) * SCALE_SETS * SCALE_SET_BYTES;
-    auto scale_set = [&](int kt) { return warp_sets + (kt % SCALE_SETS) * SCALE_SET_BYTES; };
-    // A's scales of 4 consecutive rows are one 16-byte copy where rows are contiguous (an
-    // M-major scale tensor) and the warp's first row is 16-byte aligned; else each row is copied
-    // apart.
-    const bool rows_contiguous =
-        static_cast<const char*>(block_scale_a_at(1, 0)) -
-            static_cast<const char*>(block_scale_a_at(0, 0)) == 4;
-    auto stage_scales = [&](int kt, int n0, int m0) {
-      const unsigned set = scale_set(kt);
-      const int k0 = kt * TILE_K;
-      if (SCALE_ROW_SLOTS > 0) {
-#pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i) {
-          const int row0 = m0 + first_row + i * 64 + warp * 16;  // the warp's rows of slice i
-          const bool aligned =
-              reinterpret_cast<unsigned long long>(block_scale_a_at(row0 < M ? row0 : 0, k0)) %
-                  16 == 0;
-          if (rows_contiguous && aligned) {
-            // Rows past M are zero-filled, not read.
-            const int m = row0 + 4 * lane;
-            const int bytes = m < M ? 4 * min(4, M - m) : 0;
-            if (lane < 4)
-              dg_cp_async_16(set + (16 * i + 4 * lane) * 4, block_scale_a_at(m < M ? m : 0, k0),
-                             bytes);
-          } else {
-            const int m = row0 + lane;
-            if (lane < 16)
-              dg_cp_async_4(set + (16 * i + lane) * 4, block_scale_a_at(m < M ? m : 0, k0), m < M);
-          }
-        }
-      }
-      if (SCALE_COL_SLOTS > 0 && lane < COL_SCALES) {
-        const int n = lane == 0 ? n0 : second_scale_block(n0);
-        const bool inside = n < N && n < n0 + TILE_N;
-        dg_cp_async_4(set + (SCALE_ROW_SLOTS + lane) * 4, block_scale_b_at(k0, inside ? n : 0),
-                      inside);
-      }
-    };
-    auto read_staged_scales = [&](int kt, KTileScales& out) {
-      const unsigned set = scale_set(kt);
+    // STAGED_SCALES: the scales of the k-tile in `stage`, from its slot, as the producer copied
+    // them: A's of the thread's rows, then B's COL_SCALES.
+    auto read_staged_scales = [&](int stage, KTileScales& out) {
+      const unsigned slot = scale_slot(stage);
 #pragma unroll
       for (int i = 0; i < WG_MMAS; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           out.rows[i][h] =
-              SCALE_ROW_SLOTS > 0 ? dg_ld_shared_f32(set + (16 * i + g + 8 * h) * 4) : 1.0f;
+              SCALE_ROWS > 0
+                  ? dg_ld_shared_f32(slot + 4 * (first_row + i * 64 + warp * 16 + g + 8 * h))
+                  : 1.0f;
 #pragma unroll
       for (int c = 0; c < COL_SCALES; ++c)
-        out.cols[c] = SCALE_COL_SLOTS > 0 ? dg_ld_shared_f32(set + (SCALE_ROW_SLOTS + c) * 4) : 1.0f;
+        out.cols[c] = SCALE_COLS > 0 ? dg_ld_shared_f32(slot + 4 * (SCALE_ROWS + c)) : 1.0f;
     };
 
     // wgmma descriptors of stage 0 for this consumer's first rows of A and for B. A stage, a k
@@ -610,22 +627,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
         turn_phase ^= 1;
       }
-      // PROMOTE: k-tile kt's scales in scales[kt % 2]; the sums start at zero. STAGED_SCALES:
-      // the first SCALE_SETS - 1 k-tiles' scales are copied now, a commit group each (empty past
-      // the last k-tile, so that wait_group counts alike in every k-tile); else the first
-      // k-tile's are loaded, and each k-tile loads the next one's.
+      // PROMOTE: k-tile kt's scales in scales[kt % 2]; the sums start at zero. Unless
+      // STAGED_SCALES, the first k-tile's scales are loaded now, and each k-tile loads the next
+      // one's.
       KTileScales scales[2];
       // TWO_SCALE_BLOCKS: the fragment's 8-column groups in the tile's first block of B scales.
       const int first_groups = min(TILE_N, second_scale_block(n0) - n0) / 8;
       if constexpr (PROMOTE) {
-        if constexpr (STAGED_SCALES) {
-          __syncwarp();  // every lane has read the previous tile's scales
-#pragma unroll
-          for (int s = 0; s + 1 < SCALE_SETS; ++s) {
-            if (s < k_tiles) stage_scales(s, n0, m0);
-            dg_cp_async_commit();
-          }
-        } else {
+        if constexpr (!STAGED_SCALES) {
           load_scales(0, n0, m0, scales[0]);
         }
 #pragma unroll
@@ -673,16 +682,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         // promotion to the next wgmma.
         if constexpr (PROMOTE) {
           if constexpr (STAGED_SCALES) {
-            // Copy k-tile kt + SCALE_SETS - 1's scales into the set k-tile kt - 1 was read from
-            // (by every lane: the first __syncwarp); once all but the newest SCALE_SETS - 1 groups
-            // of each copying lane have landed (the second makes them visible to the warp), kt's
-            // are there.
-            __syncwarp();
-            if (kt + SCALE_SETS - 1 < k_tiles) stage_scales(kt + SCALE_SETS - 1, n0, m0);
-            dg_cp_async_commit();
-            dg_cp_async_wait<SCALE_SETS - 1>();
-            __syncwarp();
-            read_staged_scales(kt, mine);
+            read_staged_scales(stage, mine);
           } else if (kt + 1 < k_tiles) {
             // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
             load_scales(kt + 1, n0, m0, next);

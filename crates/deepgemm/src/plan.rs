@@ -169,18 +169,17 @@ pub struct SmemLayout {
     pub epilogue_bytes: u32,
     /// mbarriers and other bookkeeping.
     pub barrier_bytes: u32,
-    /// fp8 K-block scales staged ahead of their k-tiles (sm90; 0 otherwise).
+    /// One pipeline stage's fp8 K-block scales, staged beside its operands (sm90; 0 otherwise).
     #[serde(default)]
-    pub scale_bytes: u32,
+    pub scale_stage_bytes: u32,
     pub swizzle: SmemSwizzle,
 }
 
 impl SmemLayout {
     pub fn total_bytes(&self, stages: u32) -> u32 {
-        stages * (self.a_stage_bytes + self.b_stage_bytes)
+        stages * (self.a_stage_bytes + self.b_stage_bytes + self.scale_stage_bytes)
             + self.epilogue_bytes
             + self.barrier_bytes
-            + self.scale_bytes
     }
 }
 

@@ -305,7 +305,7 @@ impl BackendImpl for Gemv {
             b_stage_bytes,
             epilogue_bytes: 0,
             barrier_bytes: 0,
-            scale_bytes: 0,
+            scale_stage_bytes: 0,
             swizzle: SmemSwizzle::None,
         }
     }

@@ -243,7 +243,7 @@ impl BackendImpl for Simt {
             b_stage_bytes: tile.k * (tile.n + PAD_ELEMS) * 4,
             epilogue_bytes: 0,
             barrier_bytes: 0,
-            scale_bytes: 0,
+            scale_stage_bytes: 0,
             swizzle: SmemSwizzle::Padded {
                 pad_elems: PAD_ELEMS,
             },

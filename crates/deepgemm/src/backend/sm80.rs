@@ -74,7 +74,7 @@ fn smem_layout(spec: &KernelSpec, tile: Tile) -> SmemLayout {
         b_stage_bytes: b_stage,
         epilogue_bytes: 0,
         barrier_bytes: 0,
-        scale_bytes: 0,
+        scale_stage_bytes: 0,
         swizzle: swizzle(a.dtype),
     }
 }

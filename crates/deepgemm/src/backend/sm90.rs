@@ -36,7 +36,7 @@ const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 1024;
 /// The most stages whose barriers fit their 1 KiB.
 const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// Accumulator registers per consumer thread beyond which the consumers would spill or run
-/// slower. ptxas gives the code after `setmaxnreg.inc` the consumers' 232 registers (not the
+/// slower. ptxas gives the code after `setmaxnreg.inc` the consumers' 224 registers (not the
 /// launch's even share of 168), of which the rest of the main loop and the epilogue take up to
 /// about 50: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills with
 /// 128x128 block scales; 64x176 spills there (it meets three blocks of B's scales, so it also
@@ -82,10 +82,7 @@ fn consumer_warpgroups(threads: &ThreadLayout) -> u32 {
 /// barriers, then one staged-epilogue buffer per consumer warp, then the staged fp8 scales.
 fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout {
     let consumers = consumer_warpgroups(threads);
-    let scale_bytes = match staged_scales(spec, tile.m / threads.tile_split().0.max(1), tile.n) {
-        Some(slots) => 4 * consumers * SCALE_SETS * slots.per_warp() * 4,
-        None => 0,
-    };
+    let scale_stage_bytes = staged_scales(spec, tile.m, tile.n).map_or(0, |s| 4 * s.per_stage());
     let e = spec.a().dtype.size_bytes();
     let epilogue_bytes = match epilogue_strategy(spec) {
         EpilogueStrategy::ViaSmem => {
@@ -101,16 +98,10 @@ fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLay
         b_stage_bytes: tile.n * tile.k * e,
         epilogue_bytes,
         barrier_bytes: BARRIER_BYTES,
-        scale_bytes,
+        scale_stage_bytes,
         swizzle: SmemSwizzle::XorChunks,
     }
 }
-
-/// k-tiles of fp8 K-block scales a consumer warp has staged at once: it copies the scales of
-/// k-tile kt + SCALE_SETS - 1 while it computes k-tile kt, three k-tiles of slack for an L2
-/// round trip while the copy engine keeps L2 busy. 4 is the one value measured (bench/RESULTS.md,
-/// 2c7a63d), not a tuned optimum.
-pub const SCALE_SETS: u32 = 4;
 
 /// How many K-block scales of B a consumer thread needs per k-tile, and why (the kernel's
 /// `COL_SCALES` and `PER_COLUMN_SCALES`).
@@ -156,10 +147,10 @@ fn col_scales(spec: &KernelSpec, tile_n: u32) -> ColScales {
     }
 }
 
-/// Shared-memory slots (f32) per consumer warp and k-tile for staged K-block scales.
+/// Shared-memory slots (f32) per stage for staged K-block scales.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScaleSlots {
-    /// A's scales of the warp's 16 rows of each m64 slice (0 when A has no K-block scale).
+    /// A's scales of the tile's rows (0 when A has no K-block scale).
     pub rows: u32,
     /// B's scales of the tile's (at most two) blocks of columns, padded to 16 bytes (0 when B
     /// has none).
@@ -167,7 +158,7 @@ pub struct ScaleSlots {
 }
 
 impl ScaleSlots {
-    pub fn per_warp(self) -> u32 {
+    pub fn per_stage(self) -> u32 {
         self.rows + self.cols
     }
 }
@@ -187,16 +178,18 @@ fn k_block_scales<'a>(
         .collect()
 }
 
-/// Whether the consumers stage fp8 K-block scales through shared memory: each warp copies the
-/// scales of its rows and of the tile's columns (`cp.async`, a few lanes, 16 bytes at a time
-/// where the layout allows) SCALE_SETS - 1 k-tiles ahead into slots of its own, and its lanes
-/// read them back when the k-tile is promoted. A register load instead would make the promotion
-/// wait for the newest loads in flight (the hardware tracks a thread's outstanding loads by
-/// counters, not one by one), which costs an L2 round trip per k-tile. Staged: each operand has
-/// at most one K-block scale tensor, in f32, and a tile meets at most two blocks of B's scale
-/// columns (`col_scales`); otherwise (a product of scale tensors, another dtype, a scale per
-/// column of B) the scales are loaded into registers one k-tile ahead.
-pub fn staged_scales(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> Option<ScaleSlots> {
+/// Whether fp8 K-block scales are staged through shared memory: the producer warp copies each
+/// k-tile's scales of the tile's rows and columns (`cp.async`, 16 bytes at a time where the
+/// layout allows) into a slot beside the k-tile's stage, the copies arriving on the stage's
+/// `full` barrier, and the consumers read them from there when they promote the k-tile. The
+/// consumers then spend no instructions on copying them (bench/RESULTS.md, 2026-12-04); a
+/// register load by the consumers instead would make the promotion wait for the newest loads in
+/// flight (the hardware tracks a thread's outstanding loads by counters, not one by one), an L2
+/// round trip per k-tile. Staged: each operand has at most one K-block scale tensor, in f32, and a
+/// tile meets at most two blocks of B's scale columns (`col_scales`); otherwise (a product of
+/// scale tensors, another dtype, a scale per column of B) the consumers load the scales into
+/// registers one k-tile ahead.
+pub fn staged_scales(spec: &KernelSpec, tile_m: u32, tile_n: u32) -> Option<ScaleSlots> {
     if !promotes(spec) {
         return None;
     }
@@ -214,12 +207,12 @@ pub fn staged_scales(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> Option<ScaleS
         return None;
     }
     let cols = if b.is_empty() { 0 } else { 4 };
-    let rows = if a.is_empty() { 0 } else { 16 * (wg_m / 64) };
+    let rows = if a.is_empty() { 0 } else { tile_m };
     Some(ScaleSlots { rows, cols })
 }
 
 /// The producer's registers where the hardware file does not say.
-const DEFAULT_PRODUCER_REGS: u32 = 40;
+const DEFAULT_PRODUCER_REGS: u32 = 48;
 
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`: the hardware file's
 /// `calibration.backends.sm90.producer_regs`, the one figure the kernel and the model's register
@@ -462,11 +455,7 @@ fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
 fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
     let input = spec.a().dtype;
     let consumers = consumer_warpgroups(&plan.threads);
-    let staged = staged_scales(
-        spec,
-        plan.tile.m / plan.threads.tile_split().0.max(1),
-        plan.tile.n,
-    );
+    let staged = staged_scales(spec, plan.tile.m, plan.tile.n);
     let b_scales = col_scales(spec, plan.tile.n);
     vec![
         ("TILE_M", plan.tile.m.to_string()),
@@ -490,10 +479,12 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
             (b_scales == ColScales::PerColumn).to_string(),
         ),
         ("STAGED_SCALES", staged.is_some().to_string()),
-        ("SCALE_SETS", SCALE_SETS.to_string()),
-        ("SCALE_ROW_SLOTS", staged.map_or(0, |s| s.rows).to_string()),
-        ("SCALE_COL_SLOTS", staged.map_or(0, |s| s.cols).to_string()),
-        ("SCALE_BYTES", plan.smem.scale_bytes.to_string()),
+        ("SCALE_ROWS", staged.map_or(0, |s| s.rows).to_string()),
+        ("SCALE_COLS", staged.map_or(0, |s| s.cols).to_string()),
+        (
+            "SCALE_BYTES",
+            (plan.stages * plan.smem.scale_stage_bytes).to_string(),
+        ),
         ("D_TYPE", element_type(spec.d().dtype).to_string()),
         (
             "STAGED_EPILOGUE",
