@@ -8,13 +8,15 @@
 #     sanitizer  compute-sanitizer memcheck over `deepgemm run` on edge shapes
 #     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode f32; any name of
 #                bench/suites/, e.g. BENCH_SUITES="fp8 fp8_tensor") vs cuBLASLt
-#     tune       the model's top plans timed on calibration shapes ($OUT/tune.json)
+#     tune       the model's top plans timed on calibration shapes ($OUT/tune.json; $TUNE_SPEC,
+#                $TUNE_SHAPES and $TUNE_TOP tune another spec, shapes or plan count)
 #     c          the C example (examples/c/gemm.c against libdeepgemm): results and bad calls
 #     python     the pytest suite (python/tests) of the Python package against torch.matmul
 #     overhead   host overhead per launch: Rust, C and Python (beside torch.matmul)
 #                ($OUT/overhead.jsonl)
-#     profile    Nsight Compute on the 4096^3 bf16 kernel: speed of light, warp stalls, and stall
-#                samples per SASS instruction ($OUT/profile-sass.csv; the report is kept too)
+#     profile    Nsight Compute on $PROFILE_RUNS (SPEC[@M,N,K] ..., default the 4096^3 bf16
+#                kernel): speed of light, warp stalls, and stall samples per SASS instruction
+#                ($OUT/profile-NAME-sass.csv; the reports are kept too)
 #     breakdown  Nsight Compute's duration of each kernel a launch runs (the repack copies apart
 #                from the GEMM) at $BREAKDOWN_SHAPES (default: the odd suite), unlocked clocks
 #                ($OUT/breakdown.log)
@@ -53,15 +55,19 @@ sanitizer() {
   done
   # The mbarrier ring, the ping-pong turns and the cluster's multicast and remote arrivals of a
   # persistent sm90 kernel (cooperative and ping-pong), under racecheck and synccheck.
-  # The fp8 kernels (cooperative, and ping-pong at M = 128) add the promotion and the scales each
-  # consumer thread stages ahead through shared memory with cp.async.
+  # The fp8 kernels (cooperative, and ping-pong at M = 128) add the promotion and the K-block
+  # scales the producer warp copies into each stage's slot (cp.async arriving on the stage's
+  # barrier), read by every consumer warp; the two bench/specs kernels reuse every stage many
+  # times, one without a cluster and one with the peer block's remote releases.
   # The ld + 1 run is repacked: its GEMM is a programmatic dependent launch behind the copy.
   for args in "bench/specs/sm90_pingpong_cluster.dgml" \
               "examples/odd_shape.dgml --shape 2100,2100,128" \
               "examples/odd_shape.dgml --shape 2100,2100,128 --ld-pad 1" \
               "examples/fp8_block_scaled.dgml --shape 1000,1500,1000" \
               "examples/fp8_block_scaled.dgml --shape 128,1500,1000" \
-              "examples/fp8_per_tensor.dgml --shape 128,1500,1000"; do
+              "examples/fp8_per_tensor.dgml --shape 128,1500,1000" \
+              "bench/specs/fp8_staged_scales_cooperative.dgml" \
+              "bench/specs/fp8_staged_scales_pingpong_cluster.dgml"; do
     for tool in racecheck synccheck; do
       echo "== compute-sanitizer $tool: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
       # shellcheck disable=SC2086
@@ -111,8 +117,10 @@ tune() {
            127,129,255 4096,7168,2048 128,24576,1536 64,2112,7168 16,4096,4096 1,4096,14336}; do
     shapes+=(--shape "$s")
   done
-  $deepgemm tune examples/gemm_bf16.dgml "${shapes[@]}" --top "${TUNE_TOP:-8}" \
-    --json "$OUT/tune.json" 2>&1 | tee "$OUT/tune.log"
+  local spec=${TUNE_SPEC:-examples/gemm_bf16.dgml} name
+  name=tune${TUNE_SPEC:+-$(basename "$TUNE_SPEC" .dgml)}
+  $deepgemm tune "$spec" "${shapes[@]}" --top "${TUNE_TOP:-8}" \
+    --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.log"
 }
 
 breakdown() {
@@ -127,15 +135,23 @@ breakdown() {
 }
 
 profile() {
-  # Speed of light, warp stalls, and per-SASS-instruction stall samples (the source page) of the
-  # 4096^3 bf16 kernel; the report itself is kept for the Nsight Compute GUI.
-  ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis --section SourceCounters --import-source no \
-    -k regex:deepgemm_ -o "$OUT/profile" \
-    $deepgemm run examples/gemm_bf16.dgml --no-time 2>&1 | tee "$OUT/profile.log" || return 1
-  ncu --import "$OUT/profile.ncu-rep" --page details 2>&1 | tee -a "$OUT/profile.log" || return 1
-  ncu --import "$OUT/profile.ncu-rep" --page source --print-source sass --csv \
-    >"$OUT/profile-sass.csv" 2>&1 || { echo "ncu printed no source page" | tee -a "$OUT/profile.log"; return 1; }
+  # Speed of light, warp stalls, and per-SASS-instruction stall samples (the source page) of each
+  # kernel of $PROFILE_RUNS (SPEC[@M,N,K] ..., default: the 4096^3 bf16 kernel), as
+  # profile-NAME.log and profile-NAME-sass.csv; the reports are kept for the Nsight Compute GUI.
+  local rc=0
+  for run in ${PROFILE_RUNS:-examples/gemm_bf16.dgml}; do
+    local spec=${run%@*} shape=() name
+    [ "$spec" != "$run" ] && shape=(--shape "${run#*@}")
+    name=$(basename "$spec" .dgml)${shape[1]:+-${shape[1]//,/x}}
+    ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section SourceCounters --import-source no \
+      -k regex:deepgemm_ -o "$OUT/profile-$name" \
+      $deepgemm run "$spec" "${shape[@]}" --no-time 2>&1 | tee "$OUT/profile-$name.log" || { rc=1; continue; }
+    ncu --import "$OUT/profile-$name.ncu-rep" --page details 2>&1 | tee -a "$OUT/profile-$name.log" || rc=1
+    ncu --import "$OUT/profile-$name.ncu-rep" --page source --print-source sass --csv \
+      >"$OUT/profile-$name-sass.csv" 2>&1 || { echo "ncu printed no source page" | tee -a "$OUT/profile-$name.log"; rc=1; }
+  done
+  return "$rc"
 }
 
 case "${1:-}" in

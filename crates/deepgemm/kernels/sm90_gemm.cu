@@ -425,8 +425,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   if (wg == 0) {
     // ---- producer ----
     dg_setmaxnreg_dec<{{PRODUCER_REGISTERS}}>();
-    // Warp 0 produces: lane 0 issues the TMA loads, and with STAGED_SCALES every lane copies a
-    // share of the k-tile's scales.
+    // Thread 0 produces: it issues the TMA loads. With STAGED_SCALES the rest of warp 0 joins
+    // it, every lane copying a share of the k-tile's scales (their arrivals on `full` keep the
+    // lanes within one turn of the ring of each other).
     const int lane = threadIdx.x;
     // A's scales of 4 consecutive rows are one 16-byte copy where rows are contiguous (an M-major
     // scale tensor) and the first of them is 16-byte aligned; else each row is copied apart.
@@ -466,7 +467,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         }
       }
     };
-    if (threadIdx.x < 32) {
+    if (threadIdx.x < (STAGED_SCALES ? 32 : 1)) {
       int stage = 0;
       unsigned phase = 0;
       for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
@@ -544,14 +545,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 
     // Hands a stage back to the producer of every block of the cluster (one thread per
     // warpgroup, or per warp: RELEASERS; the count is STAGE_READERS x RELEASERS x CLUSTER_M).
+    // Per warp, the warp's lanes meet first: their reads of the stage's scales are ordered before
+    // the arrival that lets the producer overwrite them.
     auto release = [&](int s) {
+      if constexpr (RELEASERS == 4) __syncwarp();
       if ((RELEASERS == 4 ? lane : t) == 0) {
-        if constexpr (CLUSTER_M > 1) {
+        // This block's own barrier through its CTA address (the same arrival as through the
+        // cluster's), then the other blocks'.
+        dg_mbar_arrive(empty(s));
 #pragma unroll
-          for (unsigned r = 0; r < CLUSTER_M; ++r) dg_mbar_arrive_cluster(empty(s), r);
-        } else {
-          dg_mbar_arrive(empty(s));
-        }
+        for (unsigned r = 0; r < CLUSTER_M; ++r)
+          if (r != rank) dg_mbar_arrive_cluster(empty(s), r);
       }
     };
 
