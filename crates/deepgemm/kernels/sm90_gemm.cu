@@ -860,14 +860,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                 const int r = g + 8 * h, m = row0 + r;
                 const int n = n0 + j * 8 + 2 * q;
                 const float a0 = acc[i][4 * j + 2 * h], a1 = acc[i][4 * j + 2 * h + 1];
-                // Outside D the expression is not evaluated (it may read C or a vector there).
-                const float v0 =
-                    (inside || (m < M && n < N)) ? epilogue(outer_scale(a0, m, n), m, n) : 0.0f;
-                const float v1 = (inside || (m < M && n + 1 < N))
-                                     ? epilogue(outer_scale(a1, m, n + 1), m, n + 1)
-                                     : 0.0f;
-                if (inside || (m < M && n < N)) amax.add(2 * i + h, m, v0);
-                if (inside || (m < M && n + 1 < N)) amax.add(2 * i + h, m, v1);
+                const bool in0 = inside || (m < M && n < N), in1 = inside || (m < M && n + 1 < N);
+                // Outside D the expression is not evaluated where it reads memory (C, a vector
+                // or a scale there); elsewhere it is, with no test, as what it gives outside D
+                // is never stored.
+                const float v0 = (!ELEMENT_READS || in0) ? epilogue(outer_scale(a0, m, n), m, n) : 0.0f;
+                const float v1 =
+                    (!ELEMENT_READS || in1) ? epilogue(outer_scale(a1, m, n + 1), m, n + 1) : 0.0f;
+                if (in0) amax.add(2 * i + h, m, v0);
+                if (in1) amax.add(2 * i + h, m, v1);
                 dg_stage_pair((const ElementD*)nullptr,
                               buf + dg_epi_offset(r, (j * 8 - c0 + 2 * q) * (int)sizeof(ElementD)),
                               v0, v1);

@@ -189,6 +189,20 @@ fn variable<'a>(
     })
 }
 
+/// Whether `expr` reads a tensor at the element's coordinates (C or a vector); params and scalar
+/// inputs are read once, before the epilogue.
+fn reads_at_element(spec: &KernelSpec, expr: &Expr) -> bool {
+    match expr {
+        Expr::Acc | Expr::Number(_) => false,
+        Expr::Var(name) => spec
+            .operand(name)
+            .is_some_and(|o| matches!(o.role, Role::C | Role::RowVector | Role::ColVector)),
+        Expr::Unary(_, inner) | Expr::Cast(_, inner) => reads_at_element(spec, inner),
+        Expr::Binary(_, lhs, rhs) => reads_at_element(spec, lhs) || reads_at_element(spec, rhs),
+        Expr::Call(_, args) => args.iter().any(|a| reads_at_element(spec, a)),
+    }
+}
+
 /// The expression in `.dgml` syntax, for comments: the spec's one printer.
 pub(crate) fn dgml_expr(expr: &Expr) -> String {
     expr.to_string()
@@ -246,7 +260,10 @@ pub(crate) fn scale_code(spec: &KernelSpec) -> Result<String, CodegenError> {
 /// - `block_scale_a(m, k)` / `block_scale_b(k, n)`: the K-block scales at an element of the
 ///   k-tile (1 when there are none);
 /// - `block_scale_a_at(m, k)` / `block_scale_b_at(k, n)`: the address of that scale when it is
-///   one tensor (which the kernel may copy ahead into shared memory), else null.
+///   one tensor (which the kernel may copy ahead into shared memory), else null;
+/// - `ELEMENT_READS`: whether `epilogue(acc, m, n)` or `outer_scale(acc, m, n)` reads memory at
+///   (m, n) (C, a vector, a per-row or per-column scale), so that it must not be evaluated
+///   outside D; otherwise the kernel may evaluate it anywhere and skip the bounds tests.
 pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String, CodegenError> {
     let mut out = String::from(
         "  // FP8 scales (codegen::epilogue::split_scale_code): K-block scales multiply each \
@@ -254,6 +271,7 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
     );
     let mut hoisted = Vec::new();
     let mut outer = Vec::new();
+    let mut element_reads = reads_at_element(spec, &spec.epilogue.expr);
     for (operand, suffix, params, allowed) in scaled_operands(spec) {
         let lambda = format!("block_scale_{suffix}");
         let mut block = Vec::new();
@@ -284,7 +302,10 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
                     ));
                     outer.push(name);
                 }
-                None => outer.push(factor),
+                None => {
+                    outer.push(factor);
+                    element_reads = true;
+                }
             }
         }
         let body = if block.is_empty() {
@@ -316,7 +337,10 @@ pub(crate) fn split_scale_code(spec: &KernelSpec, tile_k: u32) -> Result<String,
         .collect::<Vec<_>>()
         .join(" * ");
     out += &format!(
-        "  auto outer_scale = [&](float acc, int m, int n) -> float {{ return {body}; }};"
+        "  auto outer_scale = [&](float acc, int m, int n) -> float {{ return {body}; }};\n"
+    );
+    out += &format!(
+        "  constexpr bool ELEMENT_READS = {element_reads};  // epilogue or outer_scale reads at (m, n)"
     );
     Ok(out)
 }
