@@ -67,10 +67,6 @@ constexpr int SCALE_STAGE_BYTES = (SCALE_ROWS + SCALE_COLS) * 4;
 // The producer warp's lanes each arrive on `full` once their copies land, besides the one
 // arrival that announces the TMA bytes.
 constexpr int FULL_ARRIVALS = 1 + (STAGED_SCALES ? 32 : 0);
-// Consumer arrivals on `empty` per warpgroup: one thread's once its wgmmas have read the stage;
-// with STAGED_SCALES one per warp, since each warp reads its rows' scales from the stage with
-// loads of its own.
-constexpr int RELEASERS = STAGED_SCALES ? 4 : 1;
 
 constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
 constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
@@ -207,6 +203,11 @@ __device__ __forceinline__ void dg_mbar_arrive_cluster(unsigned bar, unsigned ra
       "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
       " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
       :: "r"(bar), "r"(rank) : "memory");
+}
+// The 128 threads of consumer warpgroup `consumer` meet (named barrier 1 + consumer; 0 is
+// __syncthreads'), their shared-memory accesses ordered before the others' after it.
+__device__ __forceinline__ void dg_warpgroup_barrier(int consumer) {
+  asm volatile("bar.sync %0, 128;\n" :: "r"(1 + consumer) : "memory");
 }
 __device__ __forceinline__ void dg_mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
@@ -391,7 +392,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     for (int s = 0; s < STAGES; ++s) {
       // The producer's arrive.expect_tx (the bytes do the rest) and its lanes' scale copies.
       dg_mbar_init(full(s), FULL_ARRIVALS);
-      dg_mbar_init(empty(s), STAGE_READERS * RELEASERS * CLUSTER_M);  // every cluster block's
+      dg_mbar_init(empty(s), STAGE_READERS * CLUSTER_M);  // its readers in every cluster block
     }
     if constexpr (PINGPONG) {
       dg_mbar_init(turn(0), 1);
@@ -544,12 +545,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int g = lane / 4, q = lane % 4;
 
     // Hands a stage back to the producer of every block of the cluster (one thread per
-    // warpgroup, or per warp: RELEASERS; the count is STAGE_READERS x RELEASERS x CLUSTER_M).
-    // Per warp, the warp's lanes meet first: their reads of the stage's scales are ordered before
-    // the arrival that lets the producer overwrite them.
+    // warpgroup, once the warpgroup's wgmmas have read the stage and, with STAGED_SCALES, its
+    // threads have read the stage's scales and met at the warpgroup's barrier; the count is
+    // STAGE_READERS x CLUSTER_M).
     auto release = [&](int s) {
-      if constexpr (RELEASERS == 4) __syncwarp();
-      if ((RELEASERS == 4 ? lane : t) == 0) {
+      if (t == 0) {
         // This block's own barrier through its CTA address (the same arrival as through the
         // cluster's), then the other blocks'.
         dg_mbar_arrive(empty(s));
@@ -687,6 +687,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         if constexpr (PROMOTE) {
           if constexpr (STAGED_SCALES) {
             read_staged_scales(stage, mine);
+            // Every thread of the warpgroup has read them before its one thread hands the stage
+            // back (below) and the producer copies the next scales over them.
+            dg_warpgroup_barrier(consumer);
           } else if (kt + 1 < k_tiles) {
             // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
             load_scales(kt + 1, n0, m0, next);
