@@ -21,7 +21,8 @@
 // With PROMOTE (fp8 inputs), accumulation has two levels: wgmma sums one k-tile's products into
 // `part` (its fp8 adds keep fewer bits than f32), and the consumer then adds `part` into the f32
 // sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
-// 128x128 recipe). The other consumer's wgmmas keep the tensor cores busy meanwhile.
+// 128x128 recipe), which the producer warp copies beside the k-tile's stage. The other
+// consumer's wgmmas keep the tensor cores busy meanwhile.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};

@@ -79,7 +79,8 @@ fn consumer_warpgroups(threads: &ThreadLayout) -> u32 {
 }
 
 /// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding), then the
-/// barriers, then one staged-epilogue buffer per consumer warp, then the staged fp8 scales.
+/// barriers, then one staged-epilogue buffer per consumer warp, then each stage's fp8 K-block
+/// scales.
 fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout {
     let consumers = consumer_warpgroups(threads);
     let scale_stage_bytes = staged_scales(spec, tile.m, tile.n).map_or(0, |s| 4 * s.per_stage());
