@@ -424,3 +424,55 @@ fn sm80_refuses_f32_inputs_and_takes_tf32_as_one_product() {
     // One product per (i, j) tile and k-step: the main loop's only mma call.
     assert_eq!(source.matches("dg_mma(acc").count(), 1, "{source}");
 }
+
+#[test]
+fn sm90_tests_elements_only_where_the_epilogue_reads_memory() {
+    // The staged epilogue evaluates an expression that reads nothing at (m, n) without a bounds
+    // test; one that reads C, a vector or a per-row/column scale there is tested per element.
+    let element_reads = |s: &deepgemm::spec::KernelSpec| {
+        let kernel = generate(s, &sm90_plan(s, (128, 128), 4, 2, false, 1), "v0").unwrap();
+        if kernel
+            .source
+            .contains("constexpr bool ELEMENT_READS = true;")
+        {
+            true
+        } else {
+            assert!(
+                kernel
+                    .source
+                    .contains("constexpr bool ELEMENT_READS = false;"),
+                "{}",
+                kernel.source
+            );
+            false
+        }
+    };
+    assert!(!element_reads(&spec(&SpecShape::default())));
+    let block_scaled = spec(&SpecShape {
+        input: DType::E4m3,
+        block_scales: true,
+        ..SpecShape::default()
+    });
+    assert!(!element_reads(&block_scaled));
+    assert!(element_reads(&spec(&SpecShape {
+        bias_gelu: true,
+        ..SpecShape::default()
+    })));
+    assert!(element_reads(&spec(&SpecShape {
+        c_layout: Some(Layout::Row),
+        ..SpecShape::default()
+    })));
+    // A per-row scale of A multiplies the finished sum at (m, n): outer_scale reads it.
+    let mut per_row = block_scaled.clone();
+    let sa = per_row
+        .operands
+        .iter_mut()
+        .find(|o| o.name == "sa")
+        .unwrap();
+    sa.dims = vec![deepgemm::spec::Dim::Sym(ShapeSym::M)];
+    sa.role = deepgemm::spec::Role::Scale {
+        of: "A".to_string(),
+        granularity: deepgemm::spec::ScaleGranularity::PerRow,
+    };
+    assert!(element_reads(&per_row));
+}
