@@ -868,7 +868,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                 // Outside D the expression is not evaluated where it reads memory (C, a vector
                 // or a scale there); elsewhere it is, with no test, as what it gives outside D
                 // is never stored.
-                const float v0 = (!ELEMENT_READS || in0) ? epilogue(outer_scale(a0, m, n), m, n) : 0.0f;
+                const float v0 =
+                    (!ELEMENT_READS || in0) ? epilogue(outer_scale(a0, m, n), m, n) : 0.0f;
                 const float v1 =
                     (!ELEMENT_READS || in1) ? epilogue(outer_scale(a1, m, n + 1), m, n + 1) : 0.0f;
                 if (in0) amax.add(2 * i + h, m, v0);
