@@ -240,16 +240,15 @@ __device__ __forceinline__ void dg_tma_load_multicast(unsigned dst, const dg_ten
       :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask) : "memory");
 }
 // Copies 4 bytes from global `src` to shared `dst`, or writes zeros when `valid` is false (src
-// is then not read); completes in cp.async.wait_group order.
+// is then not read); dg_cp_async_arrive tells when it has landed.
 __device__ __forceinline__ void dg_cp_async_4(unsigned dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
                :: "r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
 }
-// Copies the first `bytes` (0 to 16) of a 16-byte aligned piece of global memory into 16 bytes of
-// shared memory, zero-filling the rest.
-__device__ __forceinline__ void dg_cp_async_16(unsigned dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+// Copies a 16-byte aligned piece of global memory into 16 bytes of shared memory (all of it is
+// read: a shorter source size would still read the whole piece).
+__device__ __forceinline__ void dg_cp_async_16(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(src) : "memory");
 }
 // Arrives on `bar` once every cp.async this thread has issued so far has landed. `.noinc`: the
 // barrier's expected count includes this arrival.
@@ -429,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     dg_setmaxnreg_dec<{{PRODUCER_REGISTERS}}>();
     // Thread 0 produces: it issues the TMA loads. With STAGED_SCALES the rest of warp 0 joins
     // it, every lane copying a share of the k-tile's scales (their arrivals on `full` keep the
-    // lanes within one turn of the ring of each other).
+    // lanes within one lap of the ring of each other).
     const int lane = threadIdx.x;
     // A's scales of 4 consecutive rows are one 16-byte copy where rows are contiguous (an M-major
     // scale tensor) and the first of them is 16-byte aligned; else each row is copied apart.
@@ -446,12 +445,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             scale_rows_contiguous &&
             reinterpret_cast<unsigned long long>(block_scale_a_at(m0 < M ? m0 : 0, k0)) % 16 == 0;
 #pragma unroll
-        for (int turn = 0; turn < (TILE_M / 4 + 31) / 32; ++turn) {
-          const int p = 32 * turn + lane;  // the lane's 4 rows of this turn
+        for (int round = 0; round < (TILE_M / 4 + 31) / 32; ++round) {
+          const int p = 32 * round + lane;  // the lane's 4 rows of this round
           if (p >= TILE_M / 4) break;
           const int m = m0 + 4 * p;
           if (wide && m + 4 <= M) {
-            dg_cp_async_16(slot + 16 * p, block_scale_a_at(m, k0), 16);
+            dg_cp_async_16(slot + 16 * p, block_scale_a_at(m, k0));
           } else {
 #pragma unroll
             for (int r = 0; r < 4; ++r)

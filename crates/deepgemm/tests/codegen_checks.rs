@@ -428,7 +428,8 @@ fn sm80_refuses_f32_inputs_and_takes_tf32_as_one_product() {
 #[test]
 fn sm90_tests_elements_only_where_the_epilogue_reads_memory() {
     // The staged epilogue evaluates an expression that reads nothing at (m, n) without a bounds
-    // test; one that reads C, a vector or a per-row/column scale there is tested per element.
+    // test; one that reads C, a vector or a per-row scale there (as a per-column scale would) is
+    // tested per element.
     let element_reads = |s: &deepgemm::spec::KernelSpec| {
         let kernel = generate(s, &sm90_plan(s, (128, 128), 4, 2, false, 1), "v0").unwrap();
         if kernel

@@ -865,7 +865,7 @@ pub fn fp8() -> Vec<Case> {
     }
     // 8-wide tiles with a scale per column of B (N = 8, and N = 1 in a tile of 8), a 256-row
     // cooperative tile (two m64 slices per consumer), a split step of 1 (136), row-major A
-    // scales on a 160-wide tile, and fewer k-tiles than staged scale sets (K = 384).
+    // scales on a 160-wide tile, and fewer k-tiles than stages (K = 384: the ring never wraps).
     for (shape, scaling, constraints) in [
         ((300, 8, 1024), Scaling::RowBlocksBoth, "TILE_N == 8;"),
         ((300, 1, 1024), Scaling::RowBlocksBoth, "TILE_N == 8;"),

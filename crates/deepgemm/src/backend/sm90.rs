@@ -589,7 +589,8 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
             "MN-major"
         }
     };
-    let stage_bytes = plan.smem.a_stage_bytes + plan.smem.b_stage_bytes;
+    let stage_bytes =
+        plan.smem.a_stage_bytes + plan.smem.b_stage_bytes + plan.smem.scale_stage_bytes;
     let mma_k = 32 / spec.a().dtype.size_bytes();
     let mut lines = vec![
         format!(
@@ -819,7 +820,7 @@ mod tests {
 
     /// Every producer figure the hardware file may give (`setmaxnreg` takes 24..=256 in steps of
     /// 8) leaves the consumers a figure whose split fits the registers the block launches with,
-    /// so that no `setmaxnreg.inc` waits for ever; the calibrated 40 keeps 232 for two
+    /// so that no `setmaxnreg.inc` waits for ever; a 40-register producer keeps 232 for two
     /// consumers and 240 for one.
     #[test]
     fn the_register_split_fits_the_block() {

@@ -194,9 +194,14 @@ fn variable<'a>(
 fn reads_at_element(spec: &KernelSpec, expr: &Expr) -> bool {
     match expr {
         Expr::Acc | Expr::Number(_) => false,
-        Expr::Var(name) => spec
-            .operand(name)
-            .is_some_and(|o| matches!(o.role, Role::C | Role::RowVector | Role::ColVector)),
+        // Every role named, so that a new one is decided here as in `variable`.
+        Expr::Var(name) => spec.operand(name).is_some_and(|o| match o.role {
+            Role::C | Role::RowVector | Role::ColVector => true,
+            // Read once, before the epilogue.
+            Role::Scalar => false,
+            // Not readable by the epilogue (`variable` refuses them).
+            Role::A | Role::B | Role::D | Role::Scale { .. } | Role::Amax { .. } => false,
+        }),
         Expr::Unary(_, inner) | Expr::Cast(_, inner) => reads_at_element(spec, inner),
         Expr::Binary(_, lhs, rhs) => reads_at_element(spec, lhs) || reads_at_element(spec, rhs),
         Expr::Call(_, args) => args.iter().any(|a| reads_at_element(spec, a)),
