@@ -349,3 +349,44 @@ fn compute_bound_twins_go_to_fewer_dram_bytes() {
     assert!(winner.prediction.movement.dram_bytes < runner_up.prediction.movement.dram_bytes);
     assert!(winner.label.starts_with("sm90 "), "{}", winner.label);
 }
+
+/// An fp8 A declared M-major is transposed by the launcher for sm90; `transposes == 0` keeps the
+/// declared layouts, and with sm90 forced the message names that constraint and what it costs.
+#[test]
+fn transposes_counts_the_launchers_transposes() {
+    let mut spec = fixed(DType::E4m3, 4096, 7168, 2048);
+    for op in spec.operands.iter_mut() {
+        match op.role {
+            Role::A => op.layout = deepgemm::spec::Layout::Col,
+            Role::D => op.dtype = DType::Bf16,
+            _ => {}
+        }
+    }
+    let free = search(&spec).unwrap();
+    let winner = free.buckets[0].winner();
+    assert_eq!(winner.plan.backend, Backend::Sm90);
+    assert_eq!(observable_value(winner, Observable::Transposes), 1.0);
+
+    spec.constraints = vec![constraint(Observable::Transposes, ConstraintOp::Eq, 0.0)];
+    let kept = search(&spec).unwrap();
+    assert!(kept.buckets[0]
+        .candidates
+        .iter()
+        .all(|c| observable_value(c, Observable::Transposes) == 0.0
+            && c.plan.backend != Backend::Sm90));
+
+    spec.constraints.push(Constraint {
+        lhs: CExpr::Observable(Observable::Backend),
+        op: ConstraintOp::Eq,
+        rhs: CExpr::Backend(Backend::Sm90),
+        text: "backend == sm90".to_string(),
+    });
+    let message = match search(&spec) {
+        Err(e @ SearchError::Infeasible { .. }) => e.to_string(),
+        other => panic!("expected infeasible, got {other:?}"),
+    };
+    assert!(
+        message.contains("`transposes == 0` admits no plan; the nearest has 1 (sm90"),
+        "{message}"
+    );
+}

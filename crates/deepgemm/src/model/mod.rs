@@ -347,6 +347,9 @@ pub struct Observables {
     pub use_tensor_cores: bool,
     /// Whether K is not a multiple of the K tile (the last k-block is zero-filled).
     pub pad_k: bool,
+    /// Operands the launcher transposes into the kernel's layout before each launch.
+    #[serde(default)]
+    pub transposes: u32,
     pub backend: Backend,
 }
 
@@ -374,6 +377,7 @@ impl Observables {
             Observable::Tflops => Number(self.tflops),
             Observable::UseTensorCores => flag(self.use_tensor_cores),
             Observable::PadK => flag(self.pad_k),
+            Observable::Transposes => Number(self.transposes as f64),
             Observable::Backend => ObservableValue::Backend(self.backend),
         }
     }
@@ -607,6 +611,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         // A plan whose math is f32 runs it on the CUDA cores (gemv's narrow tiles).
         use_tensor_cores: plan.backend.uses_tensor_cores(problem.a) && math_dtype != DType::F32,
         pad_k: !geo.k_per_block.is_multiple_of(plan.tile.k.max(1) as u64),
+        transposes: mv.transposes,
         backend: plan.backend,
     };
     Prediction {

@@ -471,11 +471,13 @@ pub enum Observable {
     /// Flags.
     UseTensorCores,
     PadK,
+    /// Operands the launcher transposes before each launch (fp8 M- or N-major on sm90).
+    Transposes,
     Backend,
 }
 
 impl Observable {
-    pub const ALL: [Observable; 12] = [
+    pub const ALL: [Observable; 13] = [
         Observable::Smem,
         Observable::Registers,
         Observable::Occupancy,
@@ -487,6 +489,7 @@ impl Observable {
         Observable::Tflops,
         Observable::UseTensorCores,
         Observable::PadK,
+        Observable::Transposes,
         Observable::Backend,
     ];
 
@@ -503,6 +506,7 @@ impl Observable {
             Observable::Tflops => "tflops",
             Observable::UseTensorCores => "use_tensor_cores",
             Observable::PadK => "pad_k",
+            Observable::Transposes => "transposes",
             Observable::Backend => "backend",
         }
     }
