@@ -65,9 +65,11 @@ constexpr bool STAGED_SCALES = {{STAGED_SCALES}};
 constexpr int SCALE_ROWS = {{SCALE_ROWS}};  // A's scales per stage: one per tile row, or none
 constexpr int SCALE_COLS = {{SCALE_COLS}};  // B's: COL_SCALES padded to 16 bytes, or none
 constexpr int SCALE_STAGE_BYTES = (SCALE_ROWS + SCALE_COLS) * 4;
-// The producer warp's lanes each arrive on `full` once their copies land, besides the one
-// arrival that announces the TMA bytes.
-constexpr int FULL_ARRIVALS = 1 + (STAGED_SCALES ? 32 : 0);
+// Producer threads: thread 0 issues the TMA loads; with STAGED_SCALES all of warp 0 copies
+// scales, each lane arriving on `full` once its copies land, besides thread 0's arrival that
+// announces the TMA bytes.
+constexpr int PRODUCER_THREADS = STAGED_SCALES ? 32 : 1;
+constexpr int FULL_ARRIVALS = 1 + (STAGED_SCALES ? PRODUCER_THREADS : 0);
 
 constexpr bool A_KMAJOR = {{A_KMAJOR}};  // A[M,K] row-major: K contiguous
 constexpr bool B_KMAJOR = {{B_KMAJOR}};  // B[K,N] col-major: K contiguous
@@ -468,7 +470,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         }
       }
     };
-    if (threadIdx.x < (STAGED_SCALES ? 32 : 1)) {
+    if (threadIdx.x < PRODUCER_THREADS) {
       int stage = 0;
       unsigned phase = 0;
       for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
