@@ -9,8 +9,8 @@
 #     bench      the bench suites ($BENCH_SUITES, default: square odd llm decode f32; any name of
 #                bench/suites/, e.g. BENCH_SUITES="fp8 fp8_tensor") vs cuBLASLt
 #     tune       the model's top plans timed on calibration shapes ($OUT/tune.json and .log;
-#                $TUNE_SPEC, $TUNE_SHAPES and $TUNE_TOP tune another spec (then tune-NAME.json),
-#                shapes or plan count)
+#                $TUNE_SPEC, $TUNE_SHAPES and $TUNE_TOP tune other specs (then tune-NAME.json
+#                each), shapes or plan count)
 #     c          the C example (examples/c/gemm.c against libdeepgemm): results and bad calls
 #     python     the pytest suite (python/tests) of the Python package against torch.matmul
 #     overhead   host overhead per launch: Rust, C and Python (beside torch.matmul)
@@ -18,6 +18,8 @@
 #     profile    Nsight Compute on $PROFILE_RUNS (SPEC[@M,N,K] ..., default the 4096^3 bf16
 #                kernel): speed of light, warp stalls, and stall samples per SASS instruction
 #                ($OUT/profile-NAME-sass.csv; the reports are kept too)
+#     ab         $AB_BASELINE (another build's binary under .gpu/) against this one, alternating
+#                ($AB_RUNS, $AB_ROUNDS: see ab() below)
 #     breakdown  Nsight Compute's duration of each kernel a launch runs (the repack copies apart
 #                from the GEMM) at $BREAKDOWN_SHAPES (default: the odd suite), unlocked clocks
 #                ($OUT/breakdown.log)
@@ -141,10 +143,13 @@ tune() {
            127,129,255 4096,7168,2048 128,24576,1536 64,2112,7168 16,4096,4096 1,4096,14336}; do
     shapes+=(--shape "$s")
   done
-  local spec=${TUNE_SPEC:-examples/gemm_bf16.dgml} name
-  name=tune${TUNE_SPEC:+-$(basename "$TUNE_SPEC" .dgml)}
-  $deepgemm tune "$spec" "${shapes[@]}" --top "${TUNE_TOP:-8}" \
-    --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.log"
+  local spec name rc=0
+  for spec in ${TUNE_SPEC:-examples/gemm_bf16.dgml}; do
+    name=tune${TUNE_SPEC:+-$(basename "$spec" .dgml)}
+    $deepgemm tune "$spec" "${shapes[@]}" --top "${TUNE_TOP:-8}" \
+      --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.log" || rc=1
+  done
+  return "$rc"
 }
 
 breakdown() {
@@ -174,6 +179,30 @@ profile() {
     ncu --import "$OUT/profile-$name.ncu-rep" --page details 2>&1 | tee -a "$OUT/profile-$name.log" || rc=1
     ncu --import "$OUT/profile-$name.ncu-rep" --page source --print-source sass --csv \
       >"$OUT/profile-$name-sass.csv" 2>&1 || { echo "ncu printed no source page" | tee -a "$OUT/profile-$name.log"; rc=1; }
+  done
+  return "$rc"
+}
+
+ab() {
+  # Two builds timed in turn on one machine: $AB_BASELINE (another build's `deepgemm`, carried
+  # under .gpu/) and this build each bench $AB_RUNS (suite files, or SPEC@M,N,K[;M,N,K...])
+  # $AB_ROUNDS times (default 2), as ab-BUILD-NAME-ROUND.{json,log}: a change timed against its
+  # parent on one machine, where figures of different calls differ by a few percent.
+  : "${AB_BASELINE:?set AB_BASELINE to the baseline binary, e.g. .gpu/deepgemm-base}"
+  local rc=0 round run spec shapes list s bin name
+  for round in $(seq "${AB_ROUNDS:-2}"); do
+    for bin in "$AB_BASELINE" "$deepgemm"; do
+      for run in ${AB_RUNS:?set AB_RUNS to suites or SPEC@M,N,K[;M,N,K...]}; do
+        spec=${run%@*}
+        shapes=()
+        if [ "$spec" != "$run" ]; then
+          IFS=';' read -ra list <<<"${run#*@}"
+          for s in "${list[@]}"; do shapes+=(--shape "$s"); done
+        fi
+        name=ab-$(basename "$bin")-$(basename "${spec%.toml}" .dgml)-$round
+        "$bin" bench "$spec" "${shapes[@]}" --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.log" || rc=1
+      done
+    done
   done
   return "$rc"
 }
@@ -220,7 +249,7 @@ run)
   for part in "${parts[@]}"; do
     start=$SECONDS
     case "$part" in
-      tests|sanitizer|bench|tune|profile|breakdown|c|overhead) "$part" || { status=1; echo "PART $part FAILED"; } ;;
+      tests|sanitizer|bench|tune|profile|breakdown|c|overhead|ab) "$part" || { status=1; echo "PART $part FAILED"; } ;;
       python) python_tests || { status=1; echo "PART $part FAILED"; } ;;
       *) echo "unknown part $part" >&2; exit 2 ;;
     esac
@@ -229,7 +258,7 @@ run)
   exit $status
   ;;
 *)
-  echo "usage: scripts/gpu.sh pack | run [tests|c|python|overhead|sanitizer|bench|tune|profile|breakdown]..." >&2
+  echo "usage: scripts/gpu.sh pack | run [tests|c|python|overhead|sanitizer|bench|tune|profile|breakdown|ab]..." >&2
   exit 2
   ;;
 esac

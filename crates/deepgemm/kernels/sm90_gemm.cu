@@ -21,8 +21,11 @@
 // With PROMOTE (fp8 inputs), accumulation has two levels: wgmma sums one k-tile's products into
 // `part` (its fp8 adds keep fewer bits than f32), and the consumer then adds `part` into the f32
 // sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
-// 128x128 recipe), which the producer warp copies beside the k-tile's stage. The other
-// consumer's wgmmas keep the tensor cores busy meanwhile.
+// 128x128 recipe), which the producer warp copies beside the k-tile's stage. (Two cooperating
+// consumers wait and promote at about the same moments, while the tensor cores idle: issuing
+// their k-tiles in strict turn measured slower, bench/RESULTS.md.) A cooperative fp8 consumer
+// runs a tile's epilogue once it has issued the next tile's first k-tile (DEFERRED_EPILOGUE),
+// so the tensor cores work through it.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int TILE_M = {{TILE_M}};
@@ -46,6 +49,14 @@ constexpr int STAGE_READERS = PINGPONG ? 1 : CONSUMERS;  // consumers that read 
 constexpr int WG_MMAS = WG_M / 64;        // m64 wgmmas per consumer per k step
 constexpr int ACC = TILE_N / 2;           // f32 accumulators per thread per m64 wgmma
 constexpr bool PROMOTE = {{PROMOTE}};     // two-level accumulation (fp8)
+// Cooperative fp8 with a staged epilogue: a tile's epilogue runs once the next tile's first
+// k-tile of wgmmas has been issued, so the tensor cores work through it (the sums acc are free
+// then: the wgmmas write the partial sums, which are promoted into acc only after the
+// epilogue). Ping-pong consumers hide their epilogues under each other's main loops; 16-bit
+// kernels sum into acc directly; column-major D's stores from the registers, with the partial
+// sums live, spilled (backend::sm90::defers_epilogue). The first k-tile runs the epilogue, so a
+// tile has at least one (the launcher rejects K = 0).
+constexpr bool DEFERRED_EPILOGUE = {{DEFERRED_EPILOGUE}};
 // Columns of D that share one K-block scale of B (128 for 128x128 blocks; 0: no such scale).
 constexpr int B_SCALE_COLUMNS = {{B_SCALE_COLUMNS}};
 // K-block scales of B a consumer thread keeps per k-tile (codegen::sm90::col_scales): 1 when a
@@ -78,6 +89,8 @@ constexpr bool D_ROW = {{D_ROW}};        // D[M,N] row-major (N contiguous), els
 // 16-byte pieces of rows (a warp writes full 128-byte lines) instead of 4-byte pieces of 8 rows.
 constexpr bool STAGED_EPILOGUE = {{STAGED_EPILOGUE}};
 static_assert(STAGED_EPILOGUE == D_ROW, "row-major D is staged, column-major D stored directly");
+static_assert(!DEFERRED_EPILOGUE || (PROMOTE && !PINGPONG && STAGED_EPILOGUE),
+              "only a cooperative fp8 kernel's staged epilogue runs under the next tile's wgmmas");
 
 typedef {{A_TYPE}} ElementA;
 typedef {{B_TYPE}} ElementB;
@@ -618,157 +631,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const unsigned long long b_desc0 =
         B_KMAJOR ? dg_desc(smem_b, 16, 1024) : dg_desc(smem_b, MN_BOX_BYTES, 1024);
 
-    // The block's tiles are numbered 0, 1, ... in ring order (tile i is cluster tile
-    // cluster_id + i * clusters); this consumer takes every TILE_STRIDE-th from its own.
-    for (long long tile = PINGPONG ? consumer : 0; cluster_id + tile * clusters < cluster_tiles;
-         tile += TILE_STRIDE) {
-      int m0, n0;
-      tile_origin((int)(cluster_id + tile * clusters), m0, n0);
-      // Where this tile's first k-tile sits in the ring (the other consumer's tiles in between).
-      const long long first_k_tile = tile * k_tiles;
-      int stage = (int)(first_k_tile % STAGES);
-      unsigned phase = (unsigned)((first_k_tile / STAGES) & 1);
-      int prev_stage = -1;
-      if (PINGPONG && tile > 0) {
-        dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
-        turn_phase ^= 1;
-      }
-      // PROMOTE: k-tile kt's scales in scales[kt % 2]; the sums start at zero. Unless
-      // STAGED_SCALES, the first k-tile's scales are loaded now, and each k-tile loads the next
-      // one's.
-      KTileScales scales[2];
-      // TWO_SCALE_BLOCKS: the fragment's 8-column groups in the tile's first block of B scales.
-      const int first_groups = min(TILE_N, second_scale_block(n0) - n0) / 8;
-      if constexpr (PROMOTE) {
-        if constexpr (!STAGED_SCALES) {
-          load_scales(0, n0, m0, scales[0]);
-        }
-#pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i)
-#pragma unroll
-          for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
-      }
-      auto k_tile = [&](int kt, KTileScales& mine, KTileScales& next) {
-        dg_mbar_wait(full(stage), phase);
-        // This stage's descriptors: the k steps and m64 slices below add their offsets.
-        const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
-        const unsigned long long b_desc_stage = b_desc0 + (unsigned)(stage * (B_STAGE_BYTES >> 4));
-#pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i) {
-          if constexpr (PROMOTE) {
-            dg_fence_acc(part[i]);
-          } else {
-            dg_fence_acc(acc[i]);
-          }
-        }
-        dg_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < K_STEPS; ++ks) {
-          // B: the whole tile; K-major advances 32 bytes per k step inside the swizzled row,
-          // MN-major 16 rows of 128 bytes.
-          const unsigned long long desc_b =
-              b_desc_stage + (B_KMAJOR ? ks * 32 : ks * 16 * 128) / 16;
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) {
-            // This wgmma's 64 rows: 64 rows of 128 bytes further (K-major) or the next box.
-            const unsigned long long desc_a =
-                a_desc_stage +
-                (A_KMAJOR ? i * 64 * ROW_BYTES + ks * 32 : i * MN_BOX_BYTES + ks * 16 * 128) / 16;
-            // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
-            // PROMOTE of the k-tile.
-            if constexpr (PROMOTE) {
-              dg_wgmma(part[i], desc_a, desc_b, ks > 0 ? 1 : 0);
-            } else {
-              dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
-            }
-          }
-        }
-        dg_wgmma_commit();
-        // PROMOTE: the scales are handled while the wgmmas run, off the path from the last
-        // promotion to the next wgmma.
-        if constexpr (PROMOTE) {
-          if constexpr (STAGED_SCALES) {
-            read_staged_scales(stage, mine);
-            // Every thread of the warpgroup has read them before its one thread hands the stage
-            // back (below) and the producer copies the next scales over them.
-            dg_warpgroup_barrier(consumer);
-          } else if (kt + 1 < k_tiles) {
-            // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
-            load_scales(kt + 1, n0, m0, next);
-          }
-        }
-        if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
-          // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
-          dg_mbar_arrive(turn(1 - consumer));
-        }
-        if constexpr (PROMOTE) {
-          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
-          // and add them in. (Measured alternative, not kept: a second set of partial sums, so
-          // that k-tile kt - 1 is promoted while kt's wgmmas run, fits 64x128 per consumer; it
-          // ran 128x128 tiles ~10% faster than without, but the 128x160 tiles this leaves room
-          // for ran faster still, and 64x128 ping-pong no faster: bench/RESULTS.md, 2026-12-01
-          // "overlapped promotion". ptxas keeps the wgmmas pipelined only if no wgmma stays in
-          // flight across the k loop's back edge once the loop reads partial sums: C7514.
-          // Also measured, not kept: without K-block scales, promoting every 4 k-tiles (one
-          // k-tile of wgmmas in flight in between) ran per-tensor fp8 ~7% faster, but wgmma's
-          // longer sums put single elements of a saturating e4m3 D two ulps off: bench/RESULTS.md,
-          // 2026-12-01 "promotion every 512 of K".)
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
-          dg_wgmma_wait<0>();
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
-          release(stage);
-          if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
-            dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
-          } else if constexpr (TWO_SCALE_BLOCKS) {
-            dg_promote_split(first_groups, acc, part, mine.rows, mine.cols[0], mine.cols[1]);
-          } else {
-            // Every fragment column has its own scale.
-#pragma unroll
-            for (int i = 0; i < WG_MMAS; ++i)
-#pragma unroll
-              for (int j = 0; j < TILE_N / 8; ++j)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-#pragma unroll
-                  for (int e = 0; e < 2; ++e) {
-                    const int r = 4 * j + 2 * h + e;
-                    acc[i][r] = fmaf(mine.rows[i][h] * mine.cols[2 * j + e], part[i][r], acc[i][r]);
-                  }
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
-          // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
-          // stage goes back to the producer.
-          dg_wgmma_wait<1>();
-          if (prev_stage >= 0) release(prev_stage);
-          prev_stage = stage;
-        }
-        if (++stage == STAGES) {
-          stage = 0;
-          phase ^= 1;
-        }
-      };
-      if constexpr (PROMOTE) {
-        // Two k-tiles per turn, the two sets of scales swapping roles (register indices must be
-        // constants).
-        for (int kt = 0; kt < k_tiles; kt += 2) {
-          k_tile(kt, scales[0], scales[1]);
-          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0]);
-        }
-      } else {
-        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales[0], scales[1]);
-      }
-      if constexpr (!PROMOTE) {
-        dg_wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
-        release(prev_stage);
-      }
-
-      // ---- epilogue: the spec's expression on each accumulator (times the outer scales) ----
+    // ---- epilogue: the spec's expression on each accumulator (times the outer scales) ----
+    // The tile at (m0, n0), from acc.
+    auto store_tile = [&](int m0, int n0) {
       if constexpr (STAGED_EPILOGUE) {
         // Per m64 slice and EPI_N columns: the warp writes its 16 x EPI_N results (the spec's
         // expression applied, converted to D) into its buffer, then reads them back as 16-byte
@@ -942,7 +807,185 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
       // A row of a tile is spread over the 4 lanes of a fragment row (q).
       amax.flush_rows<4>();
+    };
+    // DEFERRED_EPILOGUE: the tile whose sums acc holds and whose epilogue is still to run.
+    int epilogue_m0 = 0, epilogue_n0 = 0;
+    bool epilogue_due = false;
+
+    // The block's tiles are numbered 0, 1, ... in ring order (tile i is cluster tile
+    // cluster_id + i * clusters); this consumer takes every TILE_STRIDE-th from its own.
+    for (long long tile = PINGPONG ? consumer : 0; cluster_id + tile * clusters < cluster_tiles;
+         tile += TILE_STRIDE) {
+      int m0, n0;
+      tile_origin((int)(cluster_id + tile * clusters), m0, n0);
+      // Where this tile's first k-tile sits in the ring (the other consumer's tiles in between).
+      const long long first_k_tile = tile * k_tiles;
+      int stage = (int)(first_k_tile % STAGES);
+      unsigned phase = (unsigned)((first_k_tile / STAGES) & 1);
+      int prev_stage = -1;
+      if (PINGPONG && tile > 0) {
+        dg_mbar_wait(turn(consumer), turn_phase);  // the other consumer issued its main loop
+        turn_phase ^= 1;
+      }
+      // PROMOTE: k-tile kt's scales in scales[kt % 2]; the sums start at zero (with
+      // DEFERRED_EPILOGUE once the first k-tile has stored the previous tile's). Unless
+      // STAGED_SCALES, the first k-tile's scales are loaded now, and each k-tile loads the next
+      // one's.
+      KTileScales scales[2];
+      // TWO_SCALE_BLOCKS: the fragment's 8-column groups in the tile's first block of B scales.
+      const int first_groups = min(TILE_N, second_scale_block(n0) - n0) / 8;
+      if constexpr (PROMOTE && !STAGED_SCALES) {
+        load_scales(0, n0, m0, scales[0]);
+      }
+      auto zero_sums = [&]() {
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+          for (int r = 0; r < ACC; ++r) acc[i][r] = 0.0f;
+      };
+      if constexpr (PROMOTE && !DEFERRED_EPILOGUE) zero_sums();
+      // `with_epilogue` (DEFERRED_EPILOGUE, the tile's first k-tile; a constant at each call):
+      // the previous tile's epilogue runs while this k-tile's wgmmas do.
+      auto k_tile = [&](int kt, KTileScales& mine, KTileScales& next, bool with_epilogue) {
+        dg_mbar_wait(full(stage), phase);
+        // This stage's descriptors: the k steps and m64 slices below add their offsets.
+        const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
+        const unsigned long long b_desc_stage = b_desc0 + (unsigned)(stage * (B_STAGE_BYTES >> 4));
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i) {
+          if constexpr (PROMOTE) {
+            dg_fence_acc(part[i]);
+          } else {
+            dg_fence_acc(acc[i]);
+          }
+        }
+        dg_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < K_STEPS; ++ks) {
+          // B: the whole tile; K-major advances 32 bytes per k step inside the swizzled row,
+          // MN-major 16 rows of 128 bytes.
+          const unsigned long long desc_b =
+              b_desc_stage + (B_KMAJOR ? ks * 32 : ks * 16 * 128) / 16;
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) {
+            // This wgmma's 64 rows: 64 rows of 128 bytes further (K-major) or the next box.
+            const unsigned long long desc_a =
+                a_desc_stage +
+                (A_KMAJOR ? i * 64 * ROW_BYTES + ks * 32 : i * MN_BOX_BYTES + ks * 16 * 128) / 16;
+            // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
+            // PROMOTE of the k-tile.
+            if constexpr (PROMOTE) {
+              dg_wgmma(part[i], desc_a, desc_b, ks > 0 ? 1 : 0);
+            } else {
+              dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
+            }
+          }
+        }
+        dg_wgmma_commit();
+        // PROMOTE: the scales are handled while the wgmmas run, off the path from the last
+        // promotion to the next wgmma.
+        if constexpr (PROMOTE) {
+          if constexpr (STAGED_SCALES) {
+            read_staged_scales(stage, mine);
+            // Every thread of the warpgroup has read them before its one thread hands the stage
+            // back (below) and the producer copies the next scales over them.
+            dg_warpgroup_barrier(consumer);
+          } else if (kt + 1 < k_tiles) {
+            // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
+            load_scales(kt + 1, n0, m0, next);
+          }
+        }
+        if (DEFERRED_EPILOGUE && with_epilogue) {
+          // acc still holds the previous tile's sums (if any): stored now, then zeroed for this
+          // tile, while the tensor cores work on this k-tile.
+          if (epilogue_due) store_tile(epilogue_m0, epilogue_n0);
+          zero_sums();
+        }
+        if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
+          // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
+          dg_mbar_arrive(turn(1 - consumer));
+        }
+        if constexpr (PROMOTE) {
+          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
+          // and add them in. (Measured alternative, not kept: a second set of partial sums, so
+          // that k-tile kt - 1 is promoted while kt's wgmmas run, fits 64x128 per consumer; it
+          // ran 128x128 tiles ~10% faster than without, but the 128x160 tiles this leaves room
+          // for ran faster still, and 64x128 ping-pong no faster: bench/RESULTS.md, 2026-12-01
+          // "overlapped promotion". ptxas keeps the wgmmas pipelined only if no wgmma stays in
+          // flight across the k loop's back edge once the loop reads partial sums: C7514.
+          // Also measured, not kept: without K-block scales, promoting every 4 k-tiles (one
+          // k-tile of wgmmas in flight in between) ran per-tensor fp8 ~7% faster, but wgmma's
+          // longer sums put single elements of a saturating e4m3 D two ulps off: bench/RESULTS.md,
+          // 2026-12-01 "promotion every 512 of K".)
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
+          dg_wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
+          release(stage);
+          if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
+            dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
+          } else if constexpr (TWO_SCALE_BLOCKS) {
+            dg_promote_split(first_groups, acc, part, mine.rows, mine.cols[0], mine.cols[1]);
+          } else {
+            // Every fragment column has its own scale.
+#pragma unroll
+            for (int i = 0; i < WG_MMAS; ++i)
+#pragma unroll
+              for (int j = 0; j < TILE_N / 8; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                  for (int e = 0; e < 2; ++e) {
+                    const int r = 4 * j + 2 * h + e;
+                    acc[i][r] = fmaf(mine.rows[i][h] * mine.cols[2 * j + e], part[i][r], acc[i][r]);
+                  }
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+          // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its
+          // stage goes back to the producer.
+          dg_wgmma_wait<1>();
+          if (prev_stage >= 0) release(prev_stage);
+          prev_stage = stage;
+        }
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      };
+      if constexpr (DEFERRED_EPILOGUE) {
+        // The first k-tile apart (it runs the previous tile's epilogue), then two per turn, the
+        // two sets of scales swapping roles (register indices must be constants).
+        k_tile(0, scales[0], scales[1], true);
+        for (int kt = 1; kt < k_tiles; kt += 2) {
+          k_tile(kt, scales[1], scales[0], false);
+          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[0], scales[1], false);
+        }
+      } else if constexpr (PROMOTE) {
+        for (int kt = 0; kt < k_tiles; kt += 2) {
+          k_tile(kt, scales[0], scales[1], false);
+          if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0], false);
+        }
+      } else {
+        for (int kt = 0; kt < k_tiles; ++kt) k_tile(kt, scales[0], scales[1], false);
+      }
+      if constexpr (!PROMOTE) {
+        dg_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+        release(prev_stage);
+      }
+      if constexpr (DEFERRED_EPILOGUE) {
+        epilogue_m0 = m0;
+        epilogue_n0 = n0;
+        epilogue_due = true;
+      } else {
+        store_tile(m0, n0);
+      }
     }
+    if (DEFERRED_EPILOGUE && epilogue_due) store_tile(epilogue_m0, epilogue_n0);
     amax.finish();
   }
   // No block may leave while a cluster peer can still multicast into its shared memory or

@@ -8,7 +8,7 @@ use deepgemm::dtype::DType;
 use deepgemm::model::{predict, Bottleneck};
 use deepgemm::plan::{Backend, Plan, Shape};
 use deepgemm::search::search;
-use deepgemm::spec::{DimDomain, KernelSpec};
+use deepgemm::spec::{DimDomain, KernelSpec, Layout};
 use search_support::*;
 
 /// The legal plan of `backend` with this tile and stage count, no cluster, row-order raster.
@@ -185,6 +185,32 @@ fn split_k_adds_blocks_and_partial_sums() {
         "{} vs {}",
         split.time_us,
         whole.time_us
+    );
+}
+
+/// A cooperative fp8 kernel with row-major D stores each tile while the next tile's first k-tile
+/// runs: the model leaves exposed only what the stores take beyond that k-tile, and counts the
+/// partial sums' registers live through the epilogue. With column-major D (stored from the
+/// registers) the epilogue stops the math and reuses the partial sums' registers.
+#[test]
+fn a_deferred_fp8_epilogue_exposes_only_what_outlasts_a_k_tile() {
+    let shape = Shape::new(4096, 32768, 512);
+    let row = fixed(DType::E4m3, 4096, 32768, 512);
+    let mut col = row.clone();
+    col.operands[2].layout = Layout::Col;
+    let deferred = predict(&row, &plan(&row, Backend::Sm90, (128, 128), 4), shape);
+    let stopped = predict(&col, &plan(&col, Backend::Sm90, (128, 128), 4), shape);
+    assert!(deferred.sync.epilogue_under_next_k_tile);
+    assert!(!stopped.sync.epilogue_under_next_k_tile && !stopped.sync.epilogue_hidden);
+    assert!(
+        deferred.breakdown.prologue_epilogue_us < stopped.breakdown.prologue_epilogue_us,
+        "{} vs {}",
+        deferred.breakdown.prologue_epilogue_us,
+        stopped.breakdown.prologue_epilogue_us
+    );
+    assert_eq!(
+        deferred.registers.total,
+        stopped.registers.total + deferred.registers.epilogue
     );
 }
 

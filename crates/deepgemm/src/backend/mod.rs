@@ -141,7 +141,13 @@ pub trait BackendImpl: Sync {
 
     /// Whether the epilogue's temporaries reuse the fragment registers (dead by then) instead of
     /// adding to them.
-    fn epilogue_reuses_fragments(&self, _input_bytes: u32) -> bool {
+    fn epilogue_reuses_fragments(&self, _plan: &Plan, _input_bytes: u32) -> bool {
+        false
+    }
+
+    /// Whether a cooperative persistent kernel runs a tile's epilogue while the next tile's first
+    /// k-tile computes, instead of stopping its math for all of it.
+    fn defers_epilogue(&self, _plan: &Plan, _input_bytes: u32) -> bool {
         false
     }
 

@@ -250,6 +250,15 @@ fn is_fp8(dtype: DType) -> bool {
     matches!(dtype, DType::E4m3 | DType::E5m2)
 }
 
+/// Whether a tile's epilogue runs once the next tile's first k-tile of wgmmas has been issued,
+/// so that the tensor cores work through it (the kernel's DEFERRED_EPILOGUE): cooperative fp8
+/// kernels, whose wgmmas write the partial sums while the epilogue reads the sums, with D staged
+/// through shared memory. (Ping-pong hides its epilogues anyway; column-major D, stored from the
+/// registers, spilled with the partial sums live: 256x80 with a bias and a per-row amax.)
+fn defers_epilogue(plan: &Plan, input_bytes: u32) -> bool {
+    input_bytes == 1 && !plan.threads.pingpong() && plan.epilogue == EpilogueStrategy::ViaSmem
+}
+
 /// Whether the kernel sums each k-tile's products apart and promotes them into the f32
 /// accumulators (two-level accumulation): fp8 wgmma adds in limited precision, and a K-block
 /// scale can only be applied to a k-tile's partial sums.
@@ -473,6 +482,10 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("A_TYPE", element_type(input).to_string()),
         ("B_TYPE", element_type(spec.b().dtype).to_string()),
         ("PROMOTE", promotes(spec).to_string()),
+        (
+            "DEFERRED_EPILOGUE",
+            defers_epilogue(plan, input.size_bytes()).to_string(),
+        ),
         ("B_SCALE_COLUMNS", b_block_scale_columns(spec).to_string()),
         ("COL_SCALES", b_scales.per_thread(plan.tile.n).to_string()),
         (
@@ -777,9 +790,14 @@ impl BackendImpl for Sm90 {
         }
     }
 
-    /// fp8 partial sums are dead once the main loop ends.
-    fn epilogue_reuses_fragments(&self, input_bytes: u32) -> bool {
-        input_bytes == 1
+    /// fp8 partial sums are dead once the main loop ends, unless the epilogue is deferred into
+    /// the next tile's first k-tile, whose partial sums are then in flight.
+    fn epilogue_reuses_fragments(&self, plan: &Plan, input_bytes: u32) -> bool {
+        input_bytes == 1 && !defers_epilogue(plan, input_bytes)
+    }
+
+    fn defers_epilogue(&self, plan: &Plan, input_bytes: u32) -> bool {
+        defers_epilogue(plan, input_bytes)
     }
 
     fn register_cap(&self, plan: &Plan, hw: &Hardware) -> u32 {

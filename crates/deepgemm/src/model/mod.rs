@@ -427,7 +427,13 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let implementation = crate::backend::of(plan.backend);
     let math_dtype = implementation.plan_math_dtype(problem.a, plan);
     let math = schedule::rate_of(hw, math_dtype, plan.backend);
-    let mut sync = sync::barriers(plan, geo.k_blocks, problem.k_block_scaled, hw);
+    let mut sync = sync::barriers(
+        plan,
+        geo.k_blocks,
+        problem.k_block_scaled,
+        problem.a.size_bytes(),
+        hw,
+    );
 
     let cal = &hw.calibration;
     let clock_mhz = hw.clock_mhz as f64;
@@ -541,8 +547,14 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
             prologue_epilogue_us += count * cost.prologue_epilogue_us;
         } else if !sync.epilogue_hidden {
             // A cooperative persistent kernel stops its math for every tile's epilogue (the
-            // producer refills the ring meanwhile, so the fill is paid once).
-            prologue_epilogue_us += count * cost.epilogue_stores_us;
+            // producer refills the ring meanwhile, so the fill is paid once), or for what of it
+            // the next tile's first k-tile does not cover.
+            let covered_us = if sync.epilogue_under_next_k_tile {
+                cost.kblock_cycles / clock_mhz
+            } else {
+                0.0
+            };
+            prologue_epilogue_us += count * (cost.epilogue_stores_us - covered_us).max(0.0);
         }
         match by_bound.iter_mut().find(|(b, _)| *b == cost.bound) {
             Some(entry) => entry.1 += count * cost.mainloop_us,

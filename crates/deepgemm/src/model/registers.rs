@@ -44,7 +44,7 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     let epilogue = cal.epilogue_regs_per_thread;
     let total = accumulators
         + addresses
-        + if implementation.epilogue_reuses_fragments(input_bytes) {
+        + if implementation.epilogue_reuses_fragments(plan, input_bytes) {
             fragments.max(epilogue)
         } else {
             fragments + epilogue

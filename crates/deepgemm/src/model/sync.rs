@@ -12,8 +12,9 @@
 //!
 //! Other resident blocks keep the math pipes busy while one block waits, so a barrier's cost is
 //! divided by the blocks per SM. The epilogue is exposed once per wave for a one-tile-per-block
-//! kernel and only at the very end for a persistent kernel, which overlaps a tile's epilogue
-//! with the next tile's main loop.
+//! kernel; a persistent kernel's is exposed once per tile round too, less the first k-tile of
+//! the next tile where it runs under that (sm90 fp8), and only at the very end where the other
+//! consumer computes meanwhile (ping-pong).
 
 use crate::backend;
 use crate::hw::Hardware;
@@ -43,12 +44,23 @@ pub struct Sync {
     /// Whether the epilogue overlaps other work (a ping-pong persistent kernel, whose other
     /// consumer keeps computing) or is exposed once per tile round.
     pub epilogue_hidden: bool,
+    /// Whether a cooperative persistent kernel stores a tile while the next tile's first k-tile
+    /// computes (sm90 fp8), so that only what the epilogue takes beyond that k-tile is exposed.
+    #[serde(default)]
+    pub epilogue_under_next_k_tile: bool,
     /// Barrier time on the critical path, summed over waves, microseconds.
     pub exposed_us: f64,
 }
 
 /// Barrier pattern of a plan; `exposed_us` is filled in by the caller once waves are known.
-pub fn barriers(plan: &Plan, k_blocks: u64, k_block_scaled: bool, hw: &Hardware) -> Sync {
+/// `input_bytes`: the size of an A (and B) element.
+pub fn barriers(
+    plan: &Plan,
+    k_blocks: u64,
+    k_block_scaled: bool,
+    input_bytes: u32,
+    hw: &Hardware,
+) -> Sync {
     let cal = &hw.calibration;
     let implementation = backend::of(plan.backend);
     let (kind, barriers_per_kblock, barrier_cycles) = implementation.barrier(plan, cal);
@@ -68,6 +80,9 @@ pub fn barriers(plan: &Plan, k_blocks: u64, k_block_scaled: bool, hw: &Hardware)
         },
         producer_consumer: plan.threads.has_producer(),
         epilogue_hidden: plan.persistent && plan.threads.pingpong(),
+        epilogue_under_next_k_tile: plan.persistent
+            && !plan.threads.pingpong()
+            && implementation.defers_epilogue(plan, input_bytes),
         exposed_us: 0.0,
     }
 }
@@ -95,6 +110,7 @@ mod tests {
             kblock_scale_cycles: 0.0,
             producer_consumer: false,
             epilogue_hidden: false,
+            epilogue_under_next_k_tile: false,
             exposed_us: 0.0,
         };
         let one = exposed_cycles_per_wave(&sync, 1);
