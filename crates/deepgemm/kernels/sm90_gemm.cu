@@ -964,6 +964,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           if (kt + 1 < k_tiles) k_tile(kt + 1, scales[0], scales[1], false);
         }
       } else if constexpr (PROMOTE) {
+        // Two k-tiles per turn, the two sets of scales swapping roles.
         for (int kt = 0; kt < k_tiles; kt += 2) {
           k_tile(kt, scales[0], scales[1], false);
           if (kt + 1 < k_tiles) k_tile(kt + 1, scales[1], scales[0], false);

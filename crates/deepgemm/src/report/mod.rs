@@ -600,7 +600,7 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
         if p.sync.epilogue_hidden {
             "hidden under the other consumer's main loop (ping-pong)"
         } else if p.sync.epilogue_under_next_k_tile {
-            "exposed every wave (tile round) beyond the next tile's first k-tile, which it runs under"
+            "run under the next tile's first k-tile, exposed every wave (tile round) beyond it"
         } else {
             "exposed every wave (tile round)"
         }
