@@ -81,7 +81,6 @@ pub fn barriers(
         producer_consumer: plan.threads.has_producer(),
         epilogue_hidden: plan.persistent && plan.threads.pingpong(),
         epilogue_under_next_k_tile: plan.persistent
-            && !plan.threads.pingpong()
             && implementation.defers_epilogue(plan, input_bytes),
         exposed_us: 0.0,
     }
