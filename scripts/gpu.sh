@@ -65,7 +65,8 @@ sanitizer() {
               "examples/decode.dgml --shape 1,6144,4096" \
               "examples/fp8_block_scaled.dgml --shape 128,7168,2048" \
               "examples/fp8_to_fp8.dgml --shape 127,129,255" \
-              "examples/mlp_up.dgml --shape 300,14336,4096 --ld-pad 3"; do
+              "examples/mlp_up.dgml --shape 300,14336,4096 --ld-pad 3" \
+              "examples/gemm_tf32.dgml --shape 127,129,255 --ld-pad 1"; do
     echo "== compute-sanitizer memcheck: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
     # shellcheck disable=SC2086
     compute-sanitizer --tool memcheck --error-exitcode 9 $deepgemm run $args --no-time \
@@ -84,6 +85,7 @@ sanitizer() {
               "examples/fp8_block_scaled.dgml --shape 1000,1500,1000" \
               "examples/fp8_block_scaled.dgml --shape 128,1500,1000" \
               "examples/fp8_per_tensor.dgml --shape 128,1500,1000" \
+              "examples/gemm_tf32.dgml --shape 1000,1500,1000" \
               "bench/specs/fp8_staged_scales_cooperative.dgml" \
               "bench/specs/fp8_staged_scales_pingpong_cluster.dgml"; do
     for tool in racecheck synccheck; do

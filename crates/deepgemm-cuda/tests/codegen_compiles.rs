@@ -453,6 +453,37 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
             }
         }
     }
+    // tf32 (K-major only, m64nNk8, TFLOAT32 tensor maps), f32 D both ways and a bf16 D.
+    for (output, d_layout) in [
+        (DType::F32, Layout::Row),
+        (DType::F32, Layout::Col),
+        (DType::Bf16, Layout::Row),
+    ] {
+        let s = spec(&SpecShape {
+            input: DType::Tf32,
+            output,
+            d_layout,
+            ..SpecShape::default()
+        });
+        for (tile, stages, consumers, pingpong, cluster) in configs {
+            let plan = sm90_plan(&s, tile, stages, consumers, pingpong, cluster);
+            if deepgemm::codegen::check_supported(&s, &plan).is_err() {
+                continue;
+            }
+            let kernel = generate(&s, &plan, "v0").unwrap();
+            assert!(
+                kernel.source.contains("m64n") && kernel.source.contains("k8.f32.tf32.tf32"),
+                "{}",
+                plan.label()
+            );
+            let label = format!(
+                "sm90 tf32->{output} {} {}",
+                layout_name(d_layout),
+                plan.label()
+            );
+            cases.push((label, s.clone(), plan));
+        }
+    }
     // fp8 with block scales (two-level accumulation: twice the accumulators), D both ways.
     let fp8_configs = [
         ((128, 128), 6, 2, false, 2),
@@ -582,7 +613,7 @@ fn check_sass(cases: &[(String, KernelSpec, Plan)]) {
         );
         let sass = String::from_utf8_lossy(&out.stdout);
         let count = |op: &str| sass.matches(op).count();
-        // wgmma on 16-bit inputs is HGMMA, on fp8 QGMMA.
+        // wgmma on 16-bit and tf32 inputs is HGMMA, on fp8 QGMMA.
         let mma = if spec.a().dtype.size_bytes() == 1 {
             "QGMMA"
         } else {

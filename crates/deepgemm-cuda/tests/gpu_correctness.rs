@@ -8,7 +8,7 @@ mod gpu_support;
 use deepgemm::plan::Backend;
 use gpu_support::{
     check_matrix, epilogues, f32_long_k, gpu, half_dtypes, layouts, padded_and_offset, shapes,
-    sm90_schedules, Case,
+    sm90_schedules, sm90_tf32, Case,
 };
 
 #[test]
@@ -111,6 +111,15 @@ fn gpu_sm90_layouts() {
 #[test]
 fn gpu_sm90_dtypes() {
     check_matrix(&gpu(), Backend::Sm90, &half_dtypes());
+}
+
+/// tf32 on wgmma (`gpu_support::sm90_tf32`).
+#[test]
+fn gpu_sm90_tf32() {
+    let cases = sm90_tf32();
+    let reports = check_matrix(&gpu(), Backend::Sm90, &cases);
+    assert!(reports.iter().all(|r| r.plan.starts_with("sm90")));
+    assert!(reports.iter().any(|r| r.repacked.iter().any(|n| n == "A")));
 }
 
 #[test]

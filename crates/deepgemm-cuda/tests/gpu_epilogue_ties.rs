@@ -3,12 +3,14 @@
 //! that every accumulator is exact in f32 and lands on a tie (or just off one, or past a
 //! saturation limit) of the rounding under test; the kernel's output must then equal the CPU
 //! reference's bytes exactly (`Problem::expected_output`), and the reference must give the values
-//! listed here. Run on the GPU machine (scripts/gpu.sh); without a GPU every test fails.
+//! listed here. Also the tensor cores' rounding of tf32 inputs from f32, near and at ties.
+//! Run on the GPU machine (scripts/gpu.sh); without a GPU every test fails.
 
 mod gpu_support;
 
-use deepgemm::codec::{decode, round_to};
-use deepgemm::plan::Backend;
+use deepgemm::codec::{decode, encode_into, round_to};
+use deepgemm::plan::{Backend, Shape};
+use deepgemm::reference::{Problem, ProblemOptions};
 use deepgemm_cuda::cache::compile_kernel;
 use deepgemm_cuda::device::Gpu;
 use deepgemm_cuda::runner::DeviceProblem;
@@ -124,4 +126,116 @@ fn gpu_epilogue_ties_simt() {
 #[test]
 fn gpu_epilogue_ties_gemv() {
     check_ties(Backend::Gemv);
+}
+
+/// f32 inputs to a tf32 GEMM as bit patterns, with what each backend multiplies: (input, sm80's
+/// `cvt.rna` (ties away from zero), sm90's TFLOAT32 tensor maps (ties to even)). Truncation,
+/// what wgmma does to unrounded f32, gives neither on the first, third and fifth rows.
+const TF32_ROUNDINGS: [(u32, u32, u32); 8] = [
+    (0x3F80_1400, 0x3F80_2000, 0x3F80_2000), // 1 + 0.625 ulp: up
+    (0x3F80_0FFF, 0x3F80_0000, 0x3F80_0000), // just below half an ulp: down
+    (0x3F80_1000, 0x3F80_2000, 0x3F80_0000), // a tie below an even mantissa
+    (0x3F80_3000, 0x3F80_4000, 0x3F80_4000), // a tie below an odd mantissa: up either way
+    (0xBF80_1000, 0xBF80_2000, 0xBF80_0000), // the negative tie
+    (0xBF80_1400, 0xBF80_2000, 0xBF80_2000), // negative, past half: away from zero
+    (0x3FFF_F000, 0x4000_0000, 0x4000_0000), // a tie that carries into the exponent
+    (0x4049_0FDB, 0x4049_0000, 0x4049_0000), // pi: down
+];
+
+/// A tf32 GEMM on `backend` whose every output is one rounded input of A plus one of B:
+/// `A[r][0] = a_r`, `B[0][c] = 1`, `A[r][1] = 1`, `B[1][c] = b_c`, zeros elsewhere, so that
+/// `D[r][c] = round(a_r) + round(b_c)`, exact in f32. Checks every D exactly.
+fn check_tf32_rounding(backend: Backend, rounded: fn(&(u32, u32, u32)) -> u32) {
+    let shape = Shape {
+        m: 48,
+        n: 80,
+        k: 64,
+    };
+    let spec = parse(&format!(
+        "kernel tf32_rounding {{\n  target h200;\n  input A: tf32[M, K] row;\n\
+         input B: tf32[K, N] col;\n  output D: f32[M, N] row;\n\
+         shape {{ M = {}; N = {}; K = {}; }}\n  constraints {{ backend == {backend}; }}\n}}\n",
+        shape.m, shape.n, shape.k
+    ));
+    let entries = TF32_ROUNDINGS.len() as u64;
+    let input = |i: u64| f32::from_bits(TF32_ROUNDINGS[i as usize].0) as f64;
+    let mut problem = Problem::generate(&spec, shape, &ProblemOptions::default()).unwrap();
+    for tensor in &mut problem.tensors {
+        let value: Box<dyn Fn(u64, u64) -> f64> = match tensor.name.as_str() {
+            "A" => Box::new(|r, k| match k {
+                0 => input(r % entries),
+                1 => 1.0,
+                _ => 0.0,
+            }),
+            "B" => Box::new(|k, c| match k {
+                0 => 1.0,
+                1 => input((c + 3) % entries),
+                _ => 0.0,
+            }),
+            _ => continue,
+        };
+        let g = tensor.geometry;
+        let size = tensor.dtype.size_bytes() as usize;
+        for r in 0..g.rows {
+            for c in 0..g.cols {
+                let at = g.offset(r, c) as usize * size;
+                encode_into(tensor.dtype, value(r, c), &mut tensor.bytes[at..at + size]);
+            }
+        }
+    }
+    let d = problem.output().expect("the spec has an output").clone();
+    let gpu = gpu();
+    let kernel = generate(&spec, backend).unwrap();
+    let (compiled, _) = compile_kernel(&kernel).unwrap();
+    let loaded = gpu.load(&kernel, &compiled).unwrap();
+    let device = DeviceProblem::from_problem(&gpu, problem, 0).unwrap();
+    let prepared = loaded.prepare(&gpu, &spec, &device.launch_args()).unwrap();
+    device.poison_output(&gpu).unwrap();
+    prepared.enqueue(&gpu).unwrap();
+    let out = device.download_output(&gpu).unwrap();
+    let want_of = |i: u64| f32::from_bits(rounded(&TF32_ROUNDINGS[i as usize]));
+    let mut wrong = Vec::new();
+    for r in 0..shape.m {
+        for c in 0..shape.n {
+            let (i, j) = (r % entries, (c + 3) % entries);
+            let want = want_of(i) + want_of(j);
+            let at = d.geometry.offset(r, c) as usize * 4;
+            let got = f32::from_le_bytes(out[at..at + 4].try_into().unwrap());
+            // Compared as values: a sum to zero may come out as either zero (NaN, the poison,
+            // equals nothing).
+            if got != want {
+                wrong.push(format!(
+                    "({r}, {c}): {got:e} ({:#010x}), want {want:e} ({:#010x}) from {:#010x} + {:#010x}",
+                    got.to_bits(),
+                    want.to_bits(),
+                    TF32_ROUNDINGS[i as usize].0,
+                    TF32_ROUNDINGS[j as usize].0
+                ));
+            }
+        }
+    }
+    println!(
+        "{}: {} of {} outputs wrong",
+        kernel.plan.label(),
+        wrong.len(),
+        shape.m * shape.n
+    );
+    assert!(
+        wrong.is_empty(),
+        "{backend} ({}): {} of {} tf32 roundings differ; the first:\n    {}",
+        kernel.plan.label(),
+        wrong.len(),
+        shape.m * shape.n,
+        wrong[..wrong.len().min(12)].join("\n    ")
+    );
+}
+
+#[test]
+fn gpu_tf32_inputs_round_ties_away_on_sm80() {
+    check_tf32_rounding(Backend::Sm80, |&(_, rna, _)| rna);
+}
+
+#[test]
+fn gpu_tf32_inputs_round_ties_to_even_on_sm90() {
+    check_tf32_rounding(Backend::Sm90, |&(_, _, rne)| rne);
 }

@@ -95,12 +95,15 @@ static_assert(!DEFERRED_EPILOGUE || (PROMOTE && !PINGPONG && STAGED_EPILOGUE),
 typedef {{A_TYPE}} ElementA;
 typedef {{B_TYPE}} ElementB;
 typedef {{D_TYPE}} ElementD;
-constexpr int MMA_K = 32 / (int)sizeof(ElementA);  // wgmma's k: 16 (16-bit), 32 (fp8)
+// wgmma's k: 16 (16-bit), 32 (fp8), 8 (tf32, which the TMA rounds from f32 as it loads: the
+// tensor maps are TFLOAT32). Every k step reads 32 bytes of K.
+constexpr int MMA_K = 32 / (int)sizeof(ElementA);
 constexpr int K_STEPS = TILE_K / MMA_K;
 static_assert(sizeof(ElementA) == sizeof(ElementB) && TILE_K * sizeof(ElementA) == 128,
               "a stage holds one 128-byte swizzle row of K");
-static_assert(PROMOTE == (sizeof(ElementA) == 1), "fp8 products are promoted, 16-bit ones not");
-static_assert(!PROMOTE || (A_KMAJOR && B_KMAJOR), "wgmma reads fp8 operands K-major only");
+static_assert(PROMOTE == (sizeof(ElementA) == 1), "fp8 products are promoted, others not");
+static_assert(sizeof(ElementA) == 2 || (A_KMAJOR && B_KMAJOR),
+              "wgmma reads fp8 and tf32 operands K-major only");
 static_assert(WG_M % 64 == 0 && TILE_N % 8 == 0 && TILE_N <= 256, "wgmma is m64nNk, N <= 256");
 static_assert(A_KMAJOR || WG_M % 64 == 0, "MN-major A is staged in 64-row boxes");
 static_assert(B_KMAJOR || TILE_N % (64 * CLUSTER_M) == 0, "MN-major B is staged in 64-column boxes");

@@ -21,7 +21,7 @@ type CaseBuilder = fn() -> (KernelSpec, Plan);
 
 /// One (spec, plan) per backend and per schedule or staging mode its generator has, by
 /// snapshot name.
-const CASES: [(&str, CaseBuilder); 11] = [
+const CASES: [(&str, CaseBuilder); 12] = [
     // sm80: 16-bit operands in XOR-swizzled shared memory, a fused bias + GELU.
     ("sm80_bf16_bias_gelu", || {
         let spec = spec(&SpecShape {
@@ -114,6 +114,17 @@ const CASES: [(&str, CaseBuilder); 11] = [
             ..SpecShape::default()
         });
         let plan = sm90_plan(&spec, (128, 128), 5, 2, true, 1);
+        (spec, plan)
+    }),
+    // sm90 on tf32: m64nNk8 wgmmas from stages the TMA rounds from f32 (TFLOAT32 tensor maps),
+    // two cooperating consumers, f32 D through the staged epilogue.
+    ("sm90_tf32_cooperative_f32_d", || {
+        let spec = spec(&SpecShape {
+            input: DType::Tf32,
+            output: DType::F32,
+            ..SpecShape::default()
+        });
+        let plan = sm90_plan(&spec, (128, 256), 4, 2, false, 2);
         (spec, plan)
     }),
     // sm90 fp8: e4m3 with DeepSeek's 1x128 / 128x128 block scales, two cooperating consumers

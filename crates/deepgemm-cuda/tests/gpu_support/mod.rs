@@ -455,6 +455,7 @@ pub fn matrix(backend: Backend) -> Vec<Case> {
         Backend::Sm90 => {
             cases.extend(padded_and_offset("bf16", "bf16"));
             cases.extend(sm90_schedules());
+            cases.extend(sm90_tf32());
         }
         Backend::Gemv => {
             cases.retain(gemv_takes);
@@ -466,6 +467,23 @@ pub fn matrix(backend: Backend) -> Vec<Case> {
             cases.extend(padded_and_offset("bf16", "bf16"));
         }
     }
+    cases
+}
+
+/// tf32 on wgmma (K-major only): ragged edges, K below one k-tile (32), every D type the
+/// epilogue writes, C with alpha and beta, and operands the launcher repacks for TMA (ld = K + 1,
+/// a base 4 bytes off).
+pub fn sm90_tf32() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for output in ["f32", "bf16", "f16"] {
+        cases.push(Case::new("tf32", output, (17, 33, 65)));
+        cases.push(Case::new("tf32", output, (1000, 3000, 2000)));
+    }
+    cases.push(Case::new("tf32", "f32", (64, 64, 7)));
+    cases.push(Case::new("tf32", "f32", (127, 129, 255)).layouts(["row", "col", "col"]));
+    cases.push(Case::new("tf32", "f32", (127, 129, 255)).epilogue(Epilogue::AlphaBetaC));
+    cases.push(Case::new("tf32", "f32", (127, 129, 255)).ld_pad(1));
+    cases.push(Case::new("tf32", "f32", (4095, 4097, 4093)).base_offset(4));
     cases
 }
 

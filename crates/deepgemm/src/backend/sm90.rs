@@ -272,6 +272,27 @@ pub fn accumulator_registers(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> u32 {
     wg_m * tile_n / 128 * if promotes(spec) { 2 } else { 1 }
 }
 
+/// wgmma reads tf32 operands K-major only (its transpose bits are for 16-bit types) and the
+/// launcher's transpose moves 1-byte elements: an M-major A or N-major B of tf32 runs on sm80,
+/// whose mma.sync fragments are loaded in any layout.
+fn tf32_layout_refusal(spec: &KernelSpec) -> Option<String> {
+    if spec.a().dtype != DType::Tf32 {
+        return None;
+    }
+    let wrong: Vec<String> = [(Role::A, spec.a(), "row"), (Role::B, spec.b(), "col")]
+        .into_iter()
+        .filter(|(role, ..)| !is_k_major(spec, role.clone()))
+        .map(|(_, operand, want)| format!("`{}` is not `{want}`", operand.name))
+        .collect();
+    (!wrong.is_empty()).then(|| {
+        format!(
+            "wgmma reads tf32 operands K-major only (A `row`, B `col`) and {}; sm80's mma.sync \
+             takes any layout",
+            wrong.join(" and ")
+        )
+    })
+}
+
 fn is_k_major(spec: &KernelSpec, role: Role) -> bool {
     match role {
         Role::A => spec.a().layout == Layout::Row,
@@ -296,12 +317,16 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     }
     let (a, b) = (spec.a(), spec.b());
     let sixteen_bit = a.dtype == b.dtype && matches!(a.dtype, DType::F16 | DType::Bf16);
-    if !(sixteen_bit || is_fp8(a.dtype) && is_fp8(b.dtype)) {
+    let tf32 = a.dtype == DType::Tf32 && b.dtype == DType::Tf32;
+    if !(sixteen_bit || tf32 || is_fp8(a.dtype) && is_fp8(b.dtype)) {
         return Err(fail(format!(
-            "inputs {} x {}: this generator takes f16 or bf16 for both, or fp8 (e4m3, e5m2) for \
-             both (tf32 is not generated yet)",
+            "inputs {} x {}: this generator takes f16, bf16 or tf32 for both, or fp8 (e4m3, \
+             e5m2) for both",
             a.dtype, b.dtype
         )));
+    }
+    if let Some(why) = tf32_layout_refusal(spec) {
+        return Err(fail(why));
     }
     if promotes(spec) {
         // wgmma reads 8-bit operands K-major only (no transpose bit for them): the launcher
@@ -544,14 +569,16 @@ fn ptx_type(dtype: DType) -> &'static str {
     match dtype {
         DType::F16 => "f16",
         DType::Bf16 => "bf16",
+        DType::Tf32 => "tf32",
         DType::E4m3 => "e4m3",
         _ => "e5m2",
     }
 }
 
-/// `dg_wgmma(d, desc_a, desc_b, scale_d)`: one `wgmma.mma_async` m64nNk16 (m64nNk32 for fp8)
-/// with both operands in shared memory; its N/2 accumulator registers are spelled out, as PTX
-/// requires. 16-bit operands carry the transpose bits of MN-major layouts; fp8 ones have none.
+/// `dg_wgmma(d, desc_a, desc_b, scale_d)`: one `wgmma.mma_async` m64nNk16 (m64nNk32 for fp8,
+/// m64nNk8 for tf32: 32 bytes of K each) with both operands in shared memory; its N/2
+/// accumulator registers are spelled out, as PTX requires. 16-bit operands carry the transpose
+/// bits of MN-major layouts; fp8 and tf32 ones have none (K-major only).
 fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
     let (a_type, b_type) = (ptx_type(spec.a().dtype), ptx_type(spec.b().dtype));
     let k = 32 / spec.a().dtype.size_bytes();
@@ -570,7 +597,7 @@ fn wgmma_wrapper(spec: &KernelSpec, n: u32) -> String {
     out += &format!("      \" wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{a_type}.{b_type}\"\n");
     let reg_lines: Vec<String> = d_list.chunks(16).map(|c| c.join(", ")).collect();
     out += &format!("      \" {{{}}}, \"\n", reg_lines.join(",\"\n      \" "));
-    let transposes = if promotes(spec) {
+    let transposes = if spec.a().dtype.size_bytes() != 2 {
         String::new()
     } else {
         format!(", {}, {}", trans(Role::A), trans(Role::B))
@@ -654,6 +681,13 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
             }
         },
     ];
+    if spec.a().dtype == DType::Tf32 {
+        lines.push(
+            "inputs: tf32, rounded from f32 by the copy engine as it loads (TFLOAT32 tensor maps: \
+             to nearest, ties to even); wgmma alone would truncate"
+                .to_string(),
+        );
+    }
     if promotes(spec) {
         lines.push(format!(
             "accumulation: two-level; each k-tile's {} fp8 products are summed by wgmma apart and \
@@ -714,10 +748,13 @@ impl BackendImpl for Sm90 {
 
     fn refusal(&self, spec: &KernelSpec) -> Option<String> {
         // wgmma multiplies e4m3 by e5m2 (the fp8 gradient GEMMs).
-        tensor_core_dtype_refusal(spec, true).or_else(|| {
-            let hw = &spec.hardware;
-            (!self.target_has(hw)).then(|| format!("{} ({}) lacks TMA and wgmma", hw.name, hw.arch))
-        })
+        tensor_core_dtype_refusal(spec, true)
+            .or_else(|| {
+                let hw = &spec.hardware;
+                (!self.target_has(hw))
+                    .then(|| format!("{} ({}) lacks TMA and wgmma", hw.name, hw.arch))
+            })
+            .or_else(|| tf32_layout_refusal(spec))
     }
 
     fn default_calibration(&self) -> BackendCalibration {

@@ -106,6 +106,23 @@ pub fn notes(spec: &KernelSpec) -> Vec<String> {
         }
         notes.push(note);
     }
+    // Hopper's own path refused while an older tensor-core backend runs the spec (tf32 that
+    // is not K-major): the user would expect wgmma on this target, so say why not.
+    let tensor_core_takers: Vec<&str> = generated_takers
+        .iter()
+        .filter(|b| b.uses_tensor_cores(input))
+        .map(|b| b.name())
+        .collect();
+    if let Some(sm90) = statuses.iter().find(|s| s.backend == Backend::Sm90) {
+        if let (Some(reason), false) = (&sm90.refusal, tensor_core_takers.is_empty()) {
+            if backend::of(Backend::Sm90).target_has(&spec.hardware) {
+                notes.push(format!(
+                    "sm90 (TMA + wgmma) cannot take it: {reason}; {} runs it instead",
+                    tensor_core_takers.join(" or ")
+                ));
+            }
+        }
+    }
     for status in statuses
         .iter()
         .filter(|s| s.generated && s.refusal.is_none())
@@ -205,5 +222,39 @@ mod tests {
         assert!(tf32[0].contains("tf32 precision"), "{tf32:?}");
         assert!(!tf32.iter().any(|n| n.starts_with("slow path")), "{tf32:?}");
         assert!(notes(&kernel("bf16", "h200")).is_empty());
+    }
+
+    #[test]
+    fn tf32_runs_on_wgmma_when_k_major_and_says_why_not_otherwise() {
+        // A row, B col: sm90 has plans, and nothing is said about it.
+        let nt = kernel("tf32", "h200");
+        let sm90 = backend_statuses(&nt)
+            .into_iter()
+            .find(|s| s.backend == Backend::Sm90)
+            .unwrap();
+        assert_eq!(sm90.refusal, None);
+        assert!(!notes(&nt).iter().any(|n| n.contains("sm90")));
+        // B row-major: wgmma cannot read it, sm80 runs it, and the note says both.
+        let src = "kernel k { target h200; input A: tf32[M, K] row; input B: tf32[K, N] row;
+               output D: f32[M, N] row; shape { M = 256; N = 256; K = 256; } }";
+        let nn = spec::parse_str(src, "k.dgml", Path::new("."))
+            .unwrap()
+            .kernels
+            .remove(0);
+        let notes = notes(&nn);
+        let note = notes
+            .iter()
+            .find(|n| n.starts_with("sm90 (TMA + wgmma) cannot take it"))
+            .unwrap_or_else(|| panic!("{notes:?}"));
+        assert!(note.contains("tf32 operands K-major only"), "{note}");
+        assert!(note.contains("`B` is not `col`"), "{note}");
+        assert!(note.ends_with("sm80 runs it instead"), "{note}");
+        // On an A100 there is no wgmma to miss.
+        let a100 = src.replace("h200", "a100");
+        let a100 = spec::parse_str(&a100, "k.dgml", Path::new("."))
+            .unwrap()
+            .kernels
+            .remove(0);
+        assert!(!super::notes(&a100).iter().any(|n| n.contains("sm90")));
     }
 }
