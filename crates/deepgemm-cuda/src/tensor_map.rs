@@ -26,8 +26,9 @@ pub fn encode(
         DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         DType::F32 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-        // The copy engine rounds each f32 to tf32 as it loads (to nearest, ties to even): wgmma
-        // would otherwise drop the 13 low mantissa bits, a truncation biased toward zero.
+        // The copy engine rounds each f32 to tf32 as it loads (to nearest, ties away from zero,
+        // as sm80's cvt.rna: gpu_tf32_inputs_round_ties_away_on_sm90); wgmma would otherwise drop
+        // the 13 low mantissa bits, a truncation biased toward zero.
         DType::Tf32 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
         DType::E4m3 | DType::E5m2 | DType::I8 => {
             sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8

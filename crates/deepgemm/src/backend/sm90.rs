@@ -684,7 +684,7 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     if spec.a().dtype == DType::Tf32 {
         lines.push(
             "inputs: tf32, rounded from f32 by the copy engine as it loads (TFLOAT32 tensor maps: \
-             to nearest, ties to even); wgmma alone would truncate"
+             to nearest, ties away from zero); wgmma alone would truncate"
                 .to_string(),
         );
     }
