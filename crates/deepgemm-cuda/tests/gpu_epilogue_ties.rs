@@ -8,14 +8,14 @@
 
 mod gpu_support;
 
-use deepgemm::codec::{decode, encode_into, round_to};
+use deepgemm::codec::{decode, round_to};
 use deepgemm::plan::{Backend, Shape};
 use deepgemm::reference::{Problem, ProblemOptions};
-use deepgemm_cuda::cache::compile_kernel;
 use deepgemm_cuda::device::Gpu;
-use deepgemm_cuda::runner::DeviceProblem;
-use gpu_support::ties::{cases, dgml, entry, tie_problem, TieCase, SHAPE};
-use gpu_support::{generate, gpu, parse};
+use gpu_support::ties::{
+    cases, dgml, entry, run_on_gpu, set_operands, tie_problem, TieCase, SHAPE,
+};
+use gpu_support::{gpu, parse};
 
 /// Same value, the sign of zero and infinities included.
 fn same(a: f64, b: f64) -> bool {
@@ -50,16 +50,7 @@ fn check_case(gpu: &Gpu, case: &TieCase, backend: Backend) -> Result<String, Str
         }
     }
 
-    let kernel = generate(&spec, backend)?;
-    let (compiled, _) = compile_kernel(&kernel).map_err(|e| e.to_string())?;
-    let loaded = gpu.load(&kernel, &compiled).map_err(|e| e.to_string())?;
-    let device = DeviceProblem::from_problem(gpu, problem, 0).map_err(|e| e.to_string())?;
-    let prepared = loaded
-        .prepare(gpu, &spec, &device.launch_args())
-        .map_err(|e| e.to_string())?;
-    device.poison_output(gpu).map_err(|e| e.to_string())?;
-    prepared.enqueue(gpu).map_err(|e| e.to_string())?;
-    let out = device.download_output(gpu).map_err(|e| e.to_string())?;
+    let (plan, out) = run_on_gpu(gpu, &spec, backend, problem)?;
 
     let mut wrong = Vec::new();
     for r in 0..SHAPE.m {
@@ -79,7 +70,7 @@ fn check_case(gpu: &Gpu, case: &TieCase, backend: Backend) -> Result<String, Str
         }
     }
     if wrong.is_empty() {
-        Ok(kernel.plan.label())
+        Ok(plan)
     } else {
         let shown = wrong.len().min(12);
         Err(format!(
@@ -162,39 +153,21 @@ fn check_tf32_rounding(backend: Backend) {
     let entries = TF32_ROUNDINGS.len() as u64;
     let input = |i: u64| f32::from_bits(TF32_ROUNDINGS[i as usize].0) as f64;
     let mut problem = Problem::generate(&spec, shape, &ProblemOptions::default()).unwrap();
-    for tensor in &mut problem.tensors {
-        let value: Box<dyn Fn(u64, u64) -> f64> = match tensor.name.as_str() {
-            "A" => Box::new(|r, k| match k {
-                0 => input(r % entries),
-                1 => 1.0,
-                _ => 0.0,
-            }),
-            "B" => Box::new(|k, c| match k {
-                0 => 1.0,
-                1 => input((c + 3) % entries),
-                _ => 0.0,
-            }),
-            _ => continue,
-        };
-        let g = tensor.geometry;
-        let size = tensor.dtype.size_bytes() as usize;
-        for r in 0..g.rows {
-            for c in 0..g.cols {
-                let at = g.offset(r, c) as usize * size;
-                encode_into(tensor.dtype, value(r, c), &mut tensor.bytes[at..at + size]);
-            }
-        }
-    }
+    set_operands(
+        &mut problem,
+        |r, k| match k {
+            0 => input(r % entries),
+            1 => 1.0,
+            _ => 0.0,
+        },
+        |k, c| match k {
+            0 => 1.0,
+            1 => input((c + 3) % entries),
+            _ => 0.0,
+        },
+    );
     let d = problem.output().expect("the spec has an output").clone();
-    let gpu = gpu();
-    let kernel = generate(&spec, backend).unwrap();
-    let (compiled, _) = compile_kernel(&kernel).unwrap();
-    let loaded = gpu.load(&kernel, &compiled).unwrap();
-    let device = DeviceProblem::from_problem(&gpu, problem, 0).unwrap();
-    let prepared = loaded.prepare(&gpu, &spec, &device.launch_args()).unwrap();
-    device.poison_output(&gpu).unwrap();
-    prepared.enqueue(&gpu).unwrap();
-    let out = device.download_output(&gpu).unwrap();
+    let (plan, out) = run_on_gpu(&gpu(), &spec, backend, problem).unwrap();
     let want_of = |i: u64| f32::from_bits(TF32_ROUNDINGS[i as usize].1);
     let mut wrong = Vec::new();
     for r in 0..shape.m {
@@ -218,14 +191,14 @@ fn check_tf32_rounding(backend: Backend) {
     }
     println!(
         "{}: {} of {} outputs wrong",
-        kernel.plan.label(),
+        plan,
         wrong.len(),
         shape.m * shape.n
     );
     assert!(
         wrong.is_empty(),
         "{backend} ({}): {} of {} tf32 roundings differ; the first:\n    {}",
-        kernel.plan.label(),
+        plan,
         wrong.len(),
         shape.m * shape.n,
         wrong[..wrong.len().min(12)].join("\n    ")

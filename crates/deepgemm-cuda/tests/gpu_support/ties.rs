@@ -7,6 +7,9 @@ use deepgemm::dtype::DType;
 use deepgemm::plan::{Backend, Shape};
 use deepgemm::reference::{Problem, ProblemOptions};
 use deepgemm::spec::KernelSpec;
+use deepgemm_cuda::cache::compile_kernel;
+use deepgemm_cuda::device::Gpu;
+use deepgemm_cuda::runner::DeviceProblem;
 
 /// M and N are not multiples of the tiles, so edge tiles round too; K holds [`PARTS`] terms for
 /// each of up to 21 table entries.
@@ -158,24 +161,37 @@ pub fn tie_problem(spec: &KernelSpec, ties: &[(f64, f64)]) -> Problem {
     assert!(entries * PARTS <= SHAPE.k as usize);
     let mut problem = Problem::generate(spec, SHAPE, &ProblemOptions::default()).unwrap();
     let parts: Vec<Vec<f64>> = ties.iter().map(|&(v, _)| bf16_parts(v)).collect();
+    set_operands(
+        &mut problem,
+        |r, k| {
+            let (j, part) = (k as usize / PARTS, k as usize % PARTS);
+            if j >= entries {
+                return 0.0;
+            }
+            let p = &parts[(j + r as usize) % entries];
+            p.get(part).copied().unwrap_or(0.0)
+        },
+        |k, c| {
+            if k as usize / PARTS == c as usize % entries {
+                1.0
+            } else {
+                0.0
+            }
+        },
+    );
+    problem
+}
+
+/// Overwrites A and B of `problem` with `a(row, k)` and `b(k, col)`, encoded in their dtypes.
+pub fn set_operands(
+    problem: &mut Problem,
+    a: impl Fn(u64, u64) -> f64,
+    b: impl Fn(u64, u64) -> f64,
+) {
     for tensor in &mut problem.tensors {
-        let value: Box<dyn Fn(u64, u64) -> f64> = match tensor.name.as_str() {
-            "A" => Box::new(|r, k| {
-                let (j, part) = (k as usize / PARTS, k as usize % PARTS);
-                if j >= entries {
-                    return 0.0;
-                }
-                let p = &parts[(j + r as usize) % entries];
-                p.get(part).copied().unwrap_or(0.0)
-            }),
-            "B" => Box::new(|k, c| {
-                let j = k as usize / PARTS;
-                if j == c as usize % entries {
-                    1.0
-                } else {
-                    0.0
-                }
-            }),
+        let value: &dyn Fn(u64, u64) -> f64 = match tensor.name.as_str() {
+            "A" => &a,
+            "B" => &b,
             _ => continue,
         };
         let g = tensor.geometry;
@@ -187,5 +203,25 @@ pub fn tie_problem(spec: &KernelSpec, ties: &[(f64, f64)]) -> Problem {
             }
         }
     }
-    problem
+}
+
+/// Generates, compiles and runs `spec` on `backend` over `problem` (its output poisoned first):
+/// the plan's label and D's bytes.
+pub fn run_on_gpu(
+    gpu: &Gpu,
+    spec: &KernelSpec,
+    backend: Backend,
+    problem: Problem,
+) -> Result<(String, Vec<u8>), String> {
+    let kernel = super::generate(spec, backend)?;
+    let (compiled, _) = compile_kernel(&kernel).map_err(|e| e.to_string())?;
+    let loaded = gpu.load(&kernel, &compiled).map_err(|e| e.to_string())?;
+    let device = DeviceProblem::from_problem(gpu, problem, 0).map_err(|e| e.to_string())?;
+    let prepared = loaded
+        .prepare(gpu, spec, &device.launch_args())
+        .map_err(|e| e.to_string())?;
+    device.poison_output(gpu).map_err(|e| e.to_string())?;
+    prepared.enqueue(gpu).map_err(|e| e.to_string())?;
+    let out = device.download_output(gpu).map_err(|e| e.to_string())?;
+    Ok((kernel.plan.label(), out))
 }

@@ -157,7 +157,11 @@ mod tests {
             "kernel k {{ target {target}; input A: {input}[M, K] row; input B: {input}[K, N] col;
                output D: f32[M, N] row; shape {{ M = 256; N = 256; K = 256; }} }}"
         );
-        spec::parse_str(&src, "k.dgml", Path::new("."))
+        parse(&src)
+    }
+
+    fn parse(src: &str) -> KernelSpec {
+        spec::parse_str(src, "k.dgml", Path::new("."))
             .unwrap()
             .kernels
             .remove(0)
@@ -172,10 +176,7 @@ mod tests {
         // still wgmma, and the note says what it costs.
         let src = "kernel k { target h200; input A: e4m3[M, K] col; input B: e4m3[K, N] row;
                output D: f32[M, N] row; shape { M = 256; N = 256; K = 256; } }";
-        let spec = spec::parse_str(src, "k.dgml", Path::new("."))
-            .unwrap()
-            .kernels
-            .remove(0);
+        let spec = parse(src);
         let notes = notes(&spec);
         assert!(
             !notes.iter().any(|n| n.starts_with("slow path")),
@@ -237,10 +238,7 @@ mod tests {
         // B row-major: wgmma cannot read it, sm80 runs it, and the note says both.
         let src = "kernel k { target h200; input A: tf32[M, K] row; input B: tf32[K, N] row;
                output D: f32[M, N] row; shape { M = 256; N = 256; K = 256; } }";
-        let nn = spec::parse_str(src, "k.dgml", Path::new("."))
-            .unwrap()
-            .kernels
-            .remove(0);
+        let nn = parse(src);
         let notes = notes(&nn);
         let note = notes
             .iter()
@@ -251,10 +249,7 @@ mod tests {
         assert!(note.ends_with("sm80 runs it instead"), "{note}");
         // On an A100 there is no wgmma to miss.
         let a100 = src.replace("h200", "a100");
-        let a100 = spec::parse_str(&a100, "k.dgml", Path::new("."))
-            .unwrap()
-            .kernels
-            .remove(0);
+        let a100 = parse(&a100);
         assert!(!super::notes(&a100).iter().any(|n| n.contains("sm90")));
     }
 }
