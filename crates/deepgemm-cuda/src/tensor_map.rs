@@ -10,6 +10,12 @@ use deepgemm::reference::Geometry;
 /// TMA reads global rows whose address and pitch are multiples of this many bytes.
 pub const GLOBAL_ALIGNMENT_BYTES: u64 = 16;
 
+/// Whether TMA can address rows at `ptr`, `pitch_bytes` apart (the kernels test the same for
+/// their D stores).
+pub fn readable(ptr: sys::CUdeviceptr, pitch_bytes: u64) -> bool {
+    ptr.is_multiple_of(GLOBAL_ALIGNMENT_BYTES) && pitch_bytes.is_multiple_of(GLOBAL_ALIGNMENT_BYTES)
+}
+
 /// Encodes `map` over the operand at `ptr` (already repacked if it had to be). Out-of-bounds
 /// parts of a box read as zeros, which is how the kernels handle edge tiles and K tails.
 pub fn encode(
@@ -43,8 +49,7 @@ pub fn encode(
         other => return Err(invalid(format!("no TMA swizzle of {other} bytes"))),
     };
     let pitch = geometry.ld * dtype.size_bytes() as u64;
-    if !ptr.is_multiple_of(GLOBAL_ALIGNMENT_BYTES) || !pitch.is_multiple_of(GLOBAL_ALIGNMENT_BYTES)
-    {
+    if !readable(ptr, pitch) {
         return Err(invalid(format!(
             "TMA needs a 16-byte aligned address and pitch (address {ptr:#x}, pitch {pitch} bytes)"
         )));

@@ -376,6 +376,7 @@ fn gpu_tma_cluster_launch_moves_every_byte() {
                 box_inner: 64,
                 box_outer: 64,
                 swizzle_bytes: 0,
+                only_when_aligned: false,
             }),
         ],
         threads: 128,

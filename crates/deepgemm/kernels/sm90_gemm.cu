@@ -133,7 +133,16 @@ constexpr int EPI_ROW_BYTES = EPI_N * (int)sizeof(ElementD);  // 64 (fp8 D), 128
 constexpr int EPI_WARP_BYTES = 16 * EPI_ROW_BYTES;
 constexpr int EPI_CHUNKS = EPI_ROW_BYTES / 16;  // 16-byte pieces per staged row
 constexpr int EPI_ELEMS = 16 / (int)sizeof(ElementD);  // elements per 16-byte piece
-static_assert({{EPILOGUE_BYTES}} == (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BYTES : 0),
+// 16-bit row-major D: a staged piece is 16 rows of 128 bytes, swizzled as TMA's 128-byte
+// swizzle, which a TMA store writes to D where D's address and pitch are 16-byte aligned
+// (tested at run time: the launcher passes a zeroed map otherwise). Two buffers per warp, used in
+// turn: a warp stages its next piece while the copy engine reads the last.
+constexpr bool TMA_STORE = {{TMA_STORE}};
+static_assert(!TMA_STORE || (STAGED_EPILOGUE && EPI_ROW_BYTES == 128),
+              "TMA stores take 128-byte staged rows (16-bit D)");
+constexpr int EPI_WARP_BUFFERS = TMA_STORE ? 2 : 1;
+static_assert({{EPILOGUE_BYTES}} ==
+                  (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BUFFERS * EPI_WARP_BYTES : 0),
               "epilogue buffers differ from the plan");
 static_assert({{SCALE_BYTES}} == (STAGED_SCALES ? STAGES * SCALE_STAGE_BYTES : 0),
               "staged scales differ from the plan");
@@ -256,6 +265,27 @@ __device__ __forceinline__ void dg_tma_load_multicast(unsigned dst, const dg_ten
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n"
       :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask) : "memory");
+}
+// TMA_STORE: the box of shared memory at `src` into `map` at (inner, outer), as one bulk group of
+// this thread; what lies past the tensor's extent is not written.
+__device__ __forceinline__ void dg_tma_store(const dg_tensor_map* map, unsigned src, int inner,
+                                             int outer) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+               "cp.async.bulk.commit_group;\n"
+               :: "l"(map), "r"(src), "r"(inner), "r"(outer) : "memory");
+}
+// Until at most PENDING of this thread's bulk groups still read their shared memory.
+template <int PENDING>
+__device__ __forceinline__ void dg_tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(PENDING) : "memory");
+}
+// Until every bulk group of this thread is complete (its writes done).
+__device__ __forceinline__ void dg_tma_store_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+// Makes this thread's shared-memory writes visible to the copy engine (the async proxy).
+__device__ __forceinline__ void dg_fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 // Copies 4 bytes from global `src` to shared `dst`, or writes zeros when `valid` is false (src
 // is then not read); dg_cp_async_arrive tells when it has landed.
@@ -387,6 +417,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 {{BINDINGS}}
 {{EPILOGUE}}
 {{SPLIT_SCALES}}
+  // TMA_STORE: the map D's staged pieces are stored through (nullptr without TMA stores).
+  const dg_tensor_map* const d_map = {{D_STORE_MAP}};
 
   extern __shared__ __align__(16) unsigned char dg_smem[];
   // Dynamic shared memory is only 16-byte aligned by contract: round up (the plan reserves the
@@ -635,13 +667,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         B_KMAJOR ? dg_desc(smem_b, 16, 1024) : dg_desc(smem_b, MN_BOX_BYTES, 1024);
 
     // ---- epilogue: the spec's expression on each accumulator (times the outer scales) ----
+    // TMA_STORE: the pieces this warp has staged so far; piece p goes to buffer p % 2.
+    unsigned staged_pieces = 0;
     // The tile at (m0, n0), from acc.
     auto store_tile = [&](int m0, int n0) {
       if constexpr (STAGED_EPILOGUE) {
         // Per m64 slice and EPI_N columns: the warp writes its 16 x EPI_N results (the spec's
-        // expression applied, converted to D) into its buffer, then reads them back as 16-byte
-        // pieces of rows and stores those: 4, 8 or 16 lanes per 64-, 128- or 256-byte row.
-        const unsigned buf = epi_buffers + (consumer * 4 + warp) * EPI_WARP_BYTES;
+        // expression applied, converted to D) into its buffer, then either one lane has them
+        // TMA-stored (TMA_STORE, D aligned, a whole EPI_N-wide piece) or the warp reads them
+        // back as 16-byte pieces of rows and stores those: 4, 8 or 16 lanes per 64-, 128- or
+        // 256-byte row.
+        const unsigned warp_bufs =
+            epi_buffers + (consumer * 4 + warp) * EPI_WARP_BUFFERS * EPI_WARP_BYTES;
+        // The same test as the launcher's for D's map (tensor_map::readable).
         const bool wide = (reinterpret_cast<unsigned long long>(gD) % 16 == 0) &&
                           ((ldd * (long long)sizeof(ElementD)) % 16 == 0);
         // A consumer part of a tile that lies wholly inside D needs no bounds checks (most tiles
@@ -724,6 +762,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
           for (int chunk = 0; chunk < (TILE_N + EPI_N - 1) / EPI_N; ++chunk) {
             const int c0 = chunk * EPI_N;  // the chunk's first column in the tile
+            const unsigned buf = warp_bufs + (staged_pieces % EPI_WARP_BUFFERS) * EPI_WARP_BYTES;
+            if constexpr (TMA_STORE) {
+              // The store that last read this buffer (two pieces ago) is done reading it.
+              if (lane == 0) dg_tma_store_wait_read<EPI_WARP_BUFFERS - 1>();
+              __syncwarp();
+              ++staged_pieces;
+            }
 #pragma unroll
             for (int jj = 0; jj < EPI_N / 8; ++jj) {
               const int j = chunk * (EPI_N / 8) + jj;  // the 8-column block of the fragment
@@ -747,6 +792,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                               buf + dg_epi_offset(r, (j * 8 - c0 + 2 * q) * (int)sizeof(ElementD)),
                               v0, v1);
               }
+            }
+            if (TMA_STORE && wide && c0 + EPI_N <= TILE_N) {
+              // Rows past M and columns past N are not written (the map's extents).
+              dg_fence_async_shared();
+              __syncwarp();
+              if (lane == 0) dg_tma_store(d_map, buf, n0 + c0, row0);
+              continue;
             }
             __syncwarp();
             if (!wide) {
@@ -990,6 +1042,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
     }
     if (DEFERRED_EPILOGUE && epilogue_due) store_tile(epilogue_m0, epilogue_n0);
+    // The stores read shared memory and write D after their issue: done before the block ends.
+    if (TMA_STORE && lane == 0) dg_tma_store_wait_all();
     amax.finish();
   }
   // No block may leave while a cluster peer can still multicast into its shared memory or

@@ -306,7 +306,7 @@ fn sm90_launch_metadata_is_persistent_clustered_and_takes_tensor_maps() {
             _ => None,
         })
         .collect();
-    assert_eq!(maps.len(), 2);
+    assert_eq!(maps.len(), 3);
     assert_eq!(
         (
             maps[0].operand.as_str(),
@@ -323,6 +323,18 @@ fn sm90_launch_metadata_is_persistent_clustered_and_takes_tensor_maps() {
         ),
         ("B", 64, 128)
     );
+    // bf16 D: the staged 16 x 64 pieces leave by TMA stores where D is 16-byte aligned (the
+    // kernel tests it; the launcher passes a zeroed map otherwise, never refuses D).
+    assert_eq!(
+        (
+            maps[2].operand.as_str(),
+            maps[2].box_inner,
+            maps[2].box_outer,
+            maps[2].only_when_aligned
+        ),
+        ("D", 64, 16, true)
+    );
+    assert!(!maps[0].only_when_aligned && !maps[1].only_when_aligned);
     assert!(maps.iter().all(|m| m.swizzle_bytes == 128));
     // Tensor maps come last, after the ABI of every backend.
     assert!(matches!(kernel.args.last(), Some(KernelArg::TensorMap(_))));

@@ -135,7 +135,7 @@ const CASES: [(&str, CaseBuilder); 12] = [
             block_scales: true,
             ..SpecShape::default()
         });
-        let plan = sm90_plan(&spec, (128, 128), 6, 2, false, 2);
+        let plan = sm90_plan(&spec, (128, 128), 5, 2, false, 2);
         (spec, plan)
     }),
     // sm90 storing an fp8 D: ping-pong on unscaled e4m3 inputs, the staged epilogue writing

@@ -615,6 +615,21 @@ pub fn sm90_schedules() -> Vec<Case> {
     for k in [7, 64] {
         cases.push(Case::new("bf16", "bf16", (300, 700, k)).constraints(FORCED[0]));
     }
+    // D's TMA stores (16-bit D, aligned): boxes clipped at M and N, a tile whose last chunk is
+    // narrower than a box (160 = 64 + 64 + 32: stored by the threads), the fp8 deferred epilogue
+    // storing the previous tile's pieces inside a k-tile.
+    for (n, constraints) in [
+        (200, "TILE_M == 128; TILE_N == 160; WARPGROUPS == 2;"),
+        (336, "TILE_N == 128; WARPGROUPS == 1;"),
+    ] {
+        cases.push(Case::new("bf16", "bf16", (300, n, 200)).constraints(constraints));
+        cases.push(Case::new("f16", "f16", (130, n, 72)).constraints(constraints));
+    }
+    cases.push(
+        Case::new("e4m3", "bf16", (2100, 2000, 384))
+            .scaling(Scaling::Blocks)
+            .constraints("TILE_M == 128; TILE_N == 160; WARPGROUPS == 2; CLUSTER_M == 1;"),
+    );
     // D rows that are not 16-byte aligned (ld = N + 1) and end on a 64-column chunk boundary
     // short of the tile (N - n0 = 64 in a 128-wide tile, 192 in a 208-wide one).
     for (n, constraints) in [(192, "TILE_N == 128;"), (400, "TILE_N == 208;")] {

@@ -64,6 +64,15 @@ fn fail(reason: String) -> CodegenError {
 const EPILOGUE_ROWS_PER_WARP: u32 = 16;
 const EPILOGUE_CHUNK_COLS: u32 = 64;
 
+/// Row-major 16-bit D leaves its per-warp buffers by TMA stores where D's address and pitch are
+/// 16-byte aligned (the kernel tests it at run time): a staged 16 x 64 piece is 128-byte rows, the
+/// 128-byte swizzle the buffer already has. Two buffers per warp, so that a warp stages its next
+/// piece while the copy engine reads the last. (f32 and fp8 rows are 256 and 64 bytes: stored by
+/// the threads.)
+fn stores_d_by_tma(spec: &KernelSpec) -> bool {
+    epilogue_strategy(spec) == EpilogueStrategy::ViaSmem && spec.d().dtype.size_bytes() == 2
+}
+
 /// Row-major D is written through a per-warp shared-memory buffer, so that stores are whole
 /// 16-byte pieces of rows; column-major D is stored straight from the accumulators.
 fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
@@ -91,6 +100,7 @@ fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLay
                 * EPILOGUE_ROWS_PER_WARP
                 * EPILOGUE_CHUNK_COLS
                 * spec.d().dtype.size_bytes()
+                * if stores_d_by_tma(spec) { 2 } else { 1 }
         }
         EpilogueStrategy::Direct => 0,
     };
@@ -475,7 +485,7 @@ fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
     } else {
         (MN_BOX_ELEMS, tile.k)
     };
-    [(spec.a(), "tmap_a", a_box), (spec.b(), "tmap_b", b_box)]
+    let mut maps: Vec<TensorMapArg> = [(spec.a(), "tmap_a", a_box), (spec.b(), "tmap_b", b_box)]
         .into_iter()
         .map(|(operand, param, (inner, outer))| TensorMapArg {
             operand: operand.name.clone(),
@@ -483,8 +493,21 @@ fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
             box_inner: inner,
             box_outer: outer,
             swizzle_bytes: TILE_K_BYTES,
+            only_when_aligned: false,
         })
-        .collect()
+        .collect();
+    if stores_d_by_tma(spec) {
+        // One warp's staged piece: 16 rows of 64 elements (128 bytes, swizzled as the buffer).
+        maps.push(TensorMapArg {
+            operand: spec.d().name.clone(),
+            param: "tmap_d".to_string(),
+            box_inner: EPILOGUE_CHUNK_COLS,
+            box_outer: EPILOGUE_ROWS_PER_WARP,
+            swizzle_bytes: EPILOGUE_CHUNK_COLS * 2,
+            only_when_aligned: true,
+        });
+    }
+    maps
 }
 
 fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
@@ -530,6 +553,16 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
             (plan.epilogue == EpilogueStrategy::ViaSmem).to_string(),
         ),
         ("EPILOGUE_BYTES", plan.smem.epilogue_bytes.to_string()),
+        ("TMA_STORE", stores_d_by_tma(spec).to_string()),
+        (
+            "D_STORE_MAP",
+            if stores_d_by_tma(spec) {
+                "&tmap_d"
+            } else {
+                "nullptr"
+            }
+            .to_string(),
+        ),
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         (
@@ -671,6 +704,12 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
         "schedule: persistent, one block per SM walking the tiles with a stride of the grid"
             .to_string(),
         match plan.epilogue {
+            EpilogueStrategy::ViaSmem if stores_d_by_tma(spec) => format!(
+                "epilogue: each consumer warp stages 16 x {EPILOGUE_CHUNK_COLS} results in \
+                 shared memory (two buffers a warp, {:.1} KiB in all) and TMA stores them where \
+                 D's address and pitch are 16-byte aligned, else stores 16-byte pieces of rows",
+                plan.smem.epilogue_bytes as f64 / 1024.0
+            ),
             EpilogueStrategy::ViaSmem => format!(
                 "epilogue: each consumer warp stages 16 x {EPILOGUE_CHUNK_COLS} results in \
                  shared memory ({:.1} KiB in all) and stores them as 16-byte pieces of rows",

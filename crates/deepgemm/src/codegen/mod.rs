@@ -90,6 +90,11 @@ pub struct TensorMapArg {
     pub box_outer: u32,
     /// 32, 64 or 128 (bytes of the swizzle span), 0 for none.
     pub swizzle_bytes: u32,
+    /// The kernel uses the map only where the operand's address and pitch are 16-byte aligned,
+    /// which it tests itself (D's TMA stores; misaligned rows are stored another way): elsewhere
+    /// the launcher passes a zeroed map rather than refusing the operand.
+    #[serde(default)]
+    pub only_when_aligned: bool,
 }
 
 /// How the launch grid follows from the shape. One block per output tile: `grid.x` =
