@@ -232,11 +232,6 @@ __device__ __forceinline__ void dg_mbar_arrive_cluster(unsigned bar, unsigned ra
       " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
       :: "r"(bar), "r"(rank) : "memory");
 }
-// The 128 threads of consumer warpgroup `consumer` meet (named barrier 1 + consumer; 0 is
-// __syncthreads'), their shared-memory accesses ordered before the others' after it.
-__device__ __forceinline__ void dg_warpgroup_barrier(int consumer) {
-  asm volatile("bar.sync %0, 128;\n" :: "r"(1 + consumer) : "memory");
-}
 __device__ __forceinline__ void dg_mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
 }
@@ -442,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     for (int s = 0; s < STAGES; ++s) {
       // The producer's arrive.expect_tx (the bytes do the rest) and its lanes' scale copies.
       dg_mbar_init(full(s), FULL_ARRIVALS);
-      dg_mbar_init(empty(s), STAGE_READERS * CLUSTER_M);  // its readers in every cluster block
+      dg_mbar_init(empty(s), STAGE_READERS * 4 * CLUSTER_M);  // reader warps, every block
     }
     if constexpr (PINGPONG) {
       dg_mbar_init(turn(0), 1);
@@ -594,12 +589,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
     const int g = lane / 4, q = lane % 4;
 
-    // Hands a stage back to the producer of every block of the cluster (one thread per
-    // warpgroup, once the warpgroup's wgmmas have read the stage and, with STAGED_SCALES, its
-    // threads have read the stage's scales and met at the warpgroup's barrier; the count is
-    // STAGE_READERS x CLUSTER_M).
+    // Hands a stage back to the producer of every block of the cluster: one lane per warp, once
+    // the warpgroup's wgmmas have read the stage and (STAGED_SCALES) the warp's lanes have read
+    // its scales, which __syncwarp orders before lane 0's arrival; the count is STAGE_READERS x
+    // 4 warps x CLUSTER_M. (Per warp, not per warpgroup: a warpgroup would have to meet at a
+    // barrier every k-tile first.)
     auto release = [&](int s) {
-      if (t == 0) {
+      __syncwarp();
+      if (lane == 0) {
         // This block's own barrier through its CTA address (the same arrival as through the
         // cluster's), then the other blocks'.
         dg_mbar_arrive(empty(s));
@@ -941,10 +938,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         // promotion to the next wgmma.
         if constexpr (PROMOTE) {
           if constexpr (STAGED_SCALES) {
+            // Read before this warp hands the stage back (below) and the producer copies the
+            // next scales over them.
             read_staged_scales(stage, mine);
-            // Every thread of the warpgroup has read them before its one thread hands the stage
-            // back (below) and the producer copies the next scales over them.
-            dg_warpgroup_barrier(consumer);
           } else if (kt + 1 < k_tiles) {
             // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
             load_scales(kt + 1, n0, m0, next);
