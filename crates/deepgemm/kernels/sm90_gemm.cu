@@ -664,7 +664,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         B_KMAJOR ? dg_desc(smem_b, 16, 1024) : dg_desc(smem_b, MN_BOX_BYTES, 1024);
 
     // ---- epilogue: the spec's expression on each accumulator (times the outer scales) ----
-    // TMA_STORE: the pieces this warp has staged so far; piece p goes to buffer p % 2.
+    // TMA_STORE: the pieces this warp has TMA-stored so far; the p-th goes from buffer p % 2.
     unsigned staged_pieces = 0;
     // The tile at (m0, n0), from acc.
     auto store_tile = [&](int m0, int n0) {
@@ -759,12 +759,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
           for (int chunk = 0; chunk < (TILE_N + EPI_N - 1) / EPI_N; ++chunk) {
             const int c0 = chunk * EPI_N;  // the chunk's first column in the tile
+            // A whole EPI_N-wide piece of an aligned D leaves by a TMA store; the others by the
+            // threads' stores below, from the buffer the next TMA-stored piece then reuses.
+            const bool tma_piece = TMA_STORE && wide && c0 + EPI_N <= TILE_N;
             const unsigned buf = warp_bufs + (staged_pieces % EPI_WARP_BUFFERS) * EPI_WARP_BYTES;
             if constexpr (TMA_STORE) {
-              // The store that last read this buffer (two pieces ago) is done reading it.
+              // The TMA store that last read this buffer (two TMA stores ago; only they count
+              // pieces) is done reading it.
               if (lane == 0) dg_tma_store_wait_read<EPI_WARP_BUFFERS - 1>();
               __syncwarp();
-              ++staged_pieces;
             }
 #pragma unroll
             for (int jj = 0; jj < EPI_N / 8; ++jj) {
@@ -790,11 +793,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                               v0, v1);
               }
             }
-            if (TMA_STORE && wide && c0 + EPI_N <= TILE_N) {
+            if (tma_piece) {
               // Rows past M and columns past N are not written (the map's extents).
               dg_fence_async_shared();
               __syncwarp();
               if (lane == 0) dg_tma_store(d_map, buf, n0 + c0, row0);
+              ++staged_pieces;
               continue;
             }
             __syncwarp();
