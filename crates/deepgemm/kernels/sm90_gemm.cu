@@ -135,12 +135,15 @@ constexpr int EPI_CHUNKS = EPI_ROW_BYTES / 16;  // 16-byte pieces per staged row
 constexpr int EPI_ELEMS = 16 / (int)sizeof(ElementD);  // elements per 16-byte piece
 // 16-bit row-major D: a staged piece is 16 rows of 128 bytes, swizzled as TMA's 128-byte
 // swizzle, which a TMA store writes to D where D's address and pitch are 16-byte aligned
-// (tested at run time: the launcher passes a zeroed map otherwise). Two buffers per warp, used in
-// turn: a warp stages its next piece while the copy engine reads the last.
+// (tested at run time: the launcher passes a zeroed map otherwise). Where two buffers per warp fit
+// beside the ring they are used in turn: a warp stages its next piece while the copy engine reads
+// the last; with one, a warp waits for the copy engine to finish reading it first.
 constexpr bool TMA_STORE = {{TMA_STORE}};
 static_assert(!TMA_STORE || (STAGED_EPILOGUE && EPI_ROW_BYTES == 128),
               "TMA stores take 128-byte staged rows (16-bit D)");
-constexpr int EPI_WARP_BUFFERS = TMA_STORE ? 2 : 1;
+constexpr int EPI_WARP_BUFFERS = {{EPI_WARP_BUFFERS}};
+static_assert(EPI_WARP_BUFFERS == 1 || (TMA_STORE && EPI_WARP_BUFFERS == 2),
+              "a second buffer per warp only for TMA stores");
 static_assert({{EPILOGUE_BYTES}} ==
                   (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BUFFERS * EPI_WARP_BYTES : 0),
               "epilogue buffers differ from the plan");
@@ -764,8 +767,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             const bool tma_piece = TMA_STORE && wide && c0 + EPI_N <= TILE_N;
             const unsigned buf = warp_bufs + (staged_pieces % EPI_WARP_BUFFERS) * EPI_WARP_BYTES;
             if constexpr (TMA_STORE) {
-              // The TMA store that last read this buffer (two TMA stores ago; only they count
-              // pieces) is done reading it.
+              // The TMA store that last read this buffer (EPI_WARP_BUFFERS TMA stores ago; only
+              // they count pieces) is done reading it.
               if (lane == 0) dg_tma_store_wait_read<EPI_WARP_BUFFERS - 1>();
               __syncwarp();
             }

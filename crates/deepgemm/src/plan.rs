@@ -167,6 +167,10 @@ pub struct SmemLayout {
     pub b_stage_bytes: u32,
     /// Staging for the epilogue (0 when it writes from registers).
     pub epilogue_bytes: u32,
+    /// How many staging buffers each epilogue warp has in `epilogue_bytes` (0 when it writes
+    /// from registers): with two, a warp stages its next piece while the last is being stored.
+    #[serde(default)]
+    pub epilogue_buffers: u32,
     /// mbarriers and other bookkeeping.
     pub barrier_bytes: u32,
     /// One pipeline stage's fp8 K-block scales, staged beside its operands (sm90; 0 otherwise).

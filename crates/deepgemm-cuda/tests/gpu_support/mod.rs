@@ -630,6 +630,21 @@ pub fn sm90_schedules() -> Vec<Case> {
             .scaling(Scaling::Blocks)
             .constraints("TILE_M == 128; TILE_N == 160; WARPGROUPS == 2; CLUSTER_M == 1;"),
     );
+    // One staged-epilogue buffer per warp (two do not fit beside the ring at these stages): each
+    // TMA-stored piece waits for the last to be read; 144 = 64 + 64 + 16 ends on a narrow chunk
+    // stored by the threads from the same buffer.
+    for (shape, constraints) in [
+        (
+            (1000, 3000, 2000),
+            "TILE_M == 128; TILE_N == 192; WARPGROUPS == 2; STAGES == 5;",
+        ),
+        (
+            (300, 400, 500),
+            "TILE_M == 128; TILE_N == 144; WARPGROUPS == 2; STAGES == 6;",
+        ),
+    ] {
+        cases.push(Case::new("bf16", "bf16", shape).constraints(constraints));
+    }
     // D rows that are not 16-byte aligned (ld = N + 1) and end on a 64-column chunk boundary
     // short of the tile (N - n0 = 64 in a 128-wide tile, 192 in a 208-wide one).
     for (n, constraints) in [(192, "TILE_N == 128;"), (400, "TILE_N == 208;")] {

@@ -246,10 +246,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                     };
                     let base = super::base_plan(spec, Backend::Gemv, tile, threads, settings);
                     for stages in RING_STAGES {
-                        out.push(Plan {
-                            stages,
-                            ..base.clone()
-                        });
+                        out.push(super::with_stages(spec, &base, stages));
                     }
                 }
             }
@@ -295,7 +292,13 @@ impl BackendImpl for Gemv {
 
     /// A stage holds `tile.k` elements of K of every row of both operands' tiles, as the
     /// aligned 16-byte words they overlap: one word more than the chunk, for a skewed row.
-    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, _threads: &ThreadLayout) -> SmemLayout {
+    fn smem_layout(
+        &self,
+        spec: &KernelSpec,
+        tile: Tile,
+        _threads: &ThreadLayout,
+        _stages: u32,
+    ) -> SmemLayout {
         let (streamed, small, a_streamed) = roles(tile);
         let row_bytes = (tile.k / elems_per_word(spec) + 1) * 16;
         let (x, y) = (streamed * row_bytes, small * row_bytes);
@@ -304,6 +307,7 @@ impl BackendImpl for Gemv {
             a_stage_bytes,
             b_stage_bytes,
             epilogue_bytes: 0,
+            epilogue_buffers: 0,
             barrier_bytes: 0,
             scale_stage_bytes: 0,
             swizzle: SmemSwizzle::None,

@@ -89,9 +89,15 @@ pub trait BackendImpl: Sync {
     /// --json` record that `tune --replay` reads).
     fn recorded_threads(&self, warps: RecordedWarps) -> ThreadLayout;
 
-    /// The shared-memory layout for this spec, tile and thread layout: the search, the model and
-    /// the kernel read it from the plan, so they agree on every byte.
-    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout;
+    /// The shared-memory layout for this spec, tile, thread layout and stage count: the search,
+    /// the model and the kernel read it from the plan, so they agree on every byte.
+    fn smem_layout(
+        &self,
+        spec: &KernelSpec,
+        tile: Tile,
+        threads: &ThreadLayout,
+        stages: u32,
+    ) -> SmemLayout;
 
     /// Whether the generator renders `plan` for `spec`, after the checks every backend shares
     /// ([`crate::codegen::check_supported`]); the error names the first reason it cannot.
@@ -274,7 +280,7 @@ fn base_plan(
         raster: crate::plan::Raster { group_m: 1 },
         split_k: 1,
         persistent: settings.persistent,
-        smem: of(backend).smem_layout(spec, tile, &threads),
+        smem: of(backend).smem_layout(spec, tile, &threads, 1),
         epilogue: settings.epilogue,
         operands: settings.operands,
     }
@@ -287,12 +293,25 @@ struct PlanSettings {
     operands: crate::plan::OperandPath,
 }
 
+/// `plan` at `stages` stages, with the shared-memory layout its backend gives that count.
+fn with_stages(spec: &KernelSpec, plan: &Plan, stages: u32) -> Plan {
+    Plan {
+        stages,
+        smem: of(plan.backend).smem_layout(spec, plan.tile, &plan.threads, stages),
+        ..plan.clone()
+    }
+}
+
 /// Adds one plan per stage count in `stages` and per rasterization group.
-fn push_variants(out: &mut Vec<Plan>, base: Plan, stages: impl Iterator<Item = u32>) {
+fn push_variants(
+    out: &mut Vec<Plan>,
+    spec: &KernelSpec,
+    base: Plan,
+    stages: impl Iterator<Item = u32>,
+) {
     for s in stages {
         for group_m in [1, 8] {
-            let mut plan = base.clone();
-            plan.stages = s;
+            let mut plan = with_stages(spec, &base, s);
             plan.raster.group_m = group_m;
             out.push(plan);
         }

@@ -196,7 +196,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                     k: tk,
                 };
                 let base = base_plan(spec, Backend::Simt, tile, threads, settings);
-                push_variants(&mut out, base, 1..=2);
+                push_variants(&mut out, spec, base, 1..=2);
             }
         }
     }
@@ -237,11 +237,18 @@ impl BackendImpl for Simt {
         }
     }
 
-    fn smem_layout(&self, _spec: &KernelSpec, tile: Tile, _threads: &ThreadLayout) -> SmemLayout {
+    fn smem_layout(
+        &self,
+        _spec: &KernelSpec,
+        tile: Tile,
+        _threads: &ThreadLayout,
+        _stages: u32,
+    ) -> SmemLayout {
         SmemLayout {
             a_stage_bytes: tile.k * (tile.m + PAD_ELEMS) * 4,
             b_stage_bytes: tile.k * (tile.n + PAD_ELEMS) * 4,
             epilogue_bytes: 0,
+            epilogue_buffers: 0,
             barrier_bytes: 0,
             scale_stage_bytes: 0,
             swizzle: SmemSwizzle::Padded {

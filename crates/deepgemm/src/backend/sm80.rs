@@ -73,6 +73,7 @@ fn smem_layout(spec: &KernelSpec, tile: Tile) -> SmemLayout {
         a_stage_bytes: a_stage,
         b_stage_bytes: b_stage,
         epilogue_bytes: 0,
+        epilogue_buffers: 0,
         barrier_bytes: 0,
         scale_stage_bytes: 0,
         swizzle: swizzle(a.dtype),
@@ -363,7 +364,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                         },
                     };
                     let base = base_plan(spec, Backend::Sm80, tile, threads, settings);
-                    push_variants(&mut out, base, 2..=6);
+                    push_variants(&mut out, spec, base, 2..=6);
                 }
             }
         }
@@ -421,7 +422,13 @@ impl BackendImpl for Sm80 {
         }
     }
 
-    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, _threads: &ThreadLayout) -> SmemLayout {
+    fn smem_layout(
+        &self,
+        spec: &KernelSpec,
+        tile: Tile,
+        _threads: &ThreadLayout,
+        _stages: u32,
+    ) -> SmemLayout {
         smem_layout(spec, tile)
     }
 

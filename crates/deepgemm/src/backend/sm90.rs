@@ -66,9 +66,11 @@ const EPILOGUE_CHUNK_COLS: u32 = 64;
 
 /// Row-major 16-bit D leaves its per-warp buffers by TMA stores where D's address and pitch are
 /// 16-byte aligned (the kernel tests it at run time): a staged 16 x 64 piece is 128-byte rows, the
-/// 128-byte swizzle the buffer already has. Two buffers per warp, so that a warp stages its next
-/// piece while the copy engine reads the last. (f32 and fp8 rows are 256 and 64 bytes: stored by
-/// the threads.)
+/// 128-byte swizzle the buffer already has. (f32 and fp8 rows are 256 and 64 bytes: stored by the
+/// threads.) A warp has two buffers where they fit beside the ring (it stages its next piece while
+/// the copy engine reads the last), else one (a 128 x 192 tile at five stages), and waits for the
+/// copy engine before reusing it. Threads' stores read the buffer back before the next piece:
+/// they use one.
 fn stores_d_by_tma(spec: &KernelSpec) -> bool {
     epilogue_strategy(spec) == EpilogueStrategy::ViaSmem && spec.d().dtype.size_bytes() == 2
 }
@@ -87,31 +89,39 @@ fn consumer_warpgroups(threads: &ThreadLayout) -> u32 {
     threads.math_threads() / 128
 }
 
-/// The shared-memory layout of a tile: dense, 128-byte swizzled stages (no padding), then the
-/// barriers, then one staged-epilogue buffer per consumer warp, then each stage's fp8 K-block
-/// scales.
-fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout {
+/// The shared-memory layout of a tile at `stages` stages: dense, 128-byte swizzled stages (no
+/// padding), then the barriers, then the consumer warps' staged-epilogue buffers, then each
+/// stage's fp8 K-block scales.
+fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout, stages: u32) -> SmemLayout {
     let consumers = consumer_warpgroups(threads);
     let scale_stage_bytes = staged_scales(spec, tile.m, tile.n).map_or(0, |s| 4 * s.per_stage());
     let e = spec.a().dtype.size_bytes();
-    let epilogue_bytes = match epilogue_strategy(spec) {
-        EpilogueStrategy::ViaSmem => {
-            4 * consumers
-                * EPILOGUE_ROWS_PER_WARP
-                * EPILOGUE_CHUNK_COLS
-                * spec.d().dtype.size_bytes()
-                * if stores_d_by_tma(spec) { 2 } else { 1 }
-        }
-        EpilogueStrategy::Direct => 0,
-    };
-    SmemLayout {
+    let mut layout = SmemLayout {
         a_stage_bytes: tile.m * tile.k * e,
         b_stage_bytes: tile.n * tile.k * e,
-        epilogue_bytes,
+        epilogue_bytes: 0,
+        epilogue_buffers: 0,
         barrier_bytes: BARRIER_BYTES,
         scale_stage_bytes,
         swizzle: SmemSwizzle::XorChunks,
+    };
+    if epilogue_strategy(spec) == EpilogueStrategy::ViaSmem {
+        // One buffer per consumer warp: 16 rows of 64 elements of D.
+        let buffers_bytes = 4
+            * consumers
+            * EPILOGUE_ROWS_PER_WARP
+            * EPILOGUE_CHUNK_COLS
+            * spec.d().dtype.size_bytes();
+        let two_fit =
+            layout.total_bytes(stages) + 2 * buffers_bytes <= spec.hardware.smem_per_block_bytes;
+        layout.epilogue_buffers = if stores_d_by_tma(spec) && two_fit {
+            2
+        } else {
+            1
+        };
+        layout.epilogue_bytes = layout.epilogue_buffers * buffers_bytes;
     }
+    layout
 }
 
 /// How many K-block scales of B a consumer thread needs per k-tile, and why (the kernel's
@@ -555,6 +565,10 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("EPILOGUE_BYTES", plan.smem.epilogue_bytes.to_string()),
         ("TMA_STORE", stores_d_by_tma(spec).to_string()),
         (
+            "EPI_WARP_BUFFERS",
+            plan.smem.epilogue_buffers.max(1).to_string(),
+        ),
+        (
             "D_STORE_MAP",
             if stores_d_by_tma(spec) {
                 "&tmap_d"
@@ -706,8 +720,13 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
         match plan.epilogue {
             EpilogueStrategy::ViaSmem if stores_d_by_tma(spec) => format!(
                 "epilogue: each consumer warp stages 16 x {EPILOGUE_CHUNK_COLS} results in \
-                 shared memory (two buffers a warp, {:.1} KiB in all) and TMA stores them where \
-                 D's address and pitch are 16-byte aligned, else stores 16-byte pieces of rows",
+                 shared memory ({}, {:.1} KiB in all) and TMA stores them where D's address and \
+                 pitch are 16-byte aligned, else stores 16-byte pieces of rows",
+                if plan.smem.epilogue_buffers == 2 {
+                    "two buffers a warp: it stages the next piece while the last is stored"
+                } else {
+                    "one buffer a warp: a second does not fit beside the ring's stages"
+                },
                 plan.smem.epilogue_bytes as f64 / 1024.0
             ),
             EpilogueStrategy::ViaSmem => format!(
@@ -769,7 +788,7 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                     };
                     let mut base = base_plan(spec, Backend::Sm90, tile, threads, settings());
                     base.cluster_m = cluster_m;
-                    push_variants(&mut out, base, 2..=MAX_PROPOSED_STAGES);
+                    push_variants(&mut out, spec, base, 2..=MAX_PROPOSED_STAGES);
                 }
             }
         }
@@ -823,8 +842,14 @@ impl BackendImpl for Sm90 {
         }
     }
 
-    fn smem_layout(&self, spec: &KernelSpec, tile: Tile, threads: &ThreadLayout) -> SmemLayout {
-        smem_layout(spec, tile, threads)
+    fn smem_layout(
+        &self,
+        spec: &KernelSpec,
+        tile: Tile,
+        threads: &ThreadLayout,
+        stages: u32,
+    ) -> SmemLayout {
+        smem_layout(spec, tile, threads, stages)
     }
 
     fn check(&self, spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {

@@ -287,7 +287,7 @@ pub fn check_supported(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenErro
     if let Some(why) = support::accumulate_refusal(spec.a().dtype, spec.accumulate) {
         return fail(why);
     }
-    let expected = implementation.smem_layout(spec, tile, &plan.threads);
+    let expected = implementation.smem_layout(spec, tile, &plan.threads, plan.stages);
     if plan.smem != expected {
         return fail(format!(
             "plan.smem {:?} differs from the {backend} backend's smem_layout {:?}",

@@ -92,6 +92,7 @@ mod tests {
                 a_stage_bytes: 0,
                 b_stage_bytes: 0,
                 epilogue_bytes: 0,
+                epilogue_buffers: 0,
                 barrier_bytes: 0,
                 scale_stage_bytes: 0,
                 swizzle: SmemSwizzle::None,

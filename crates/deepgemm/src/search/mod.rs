@@ -488,6 +488,10 @@ pub fn rank(candidates: &mut [Candidate]) {
 /// What decides between two plans the model predicts equally fast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TieBreak {
+    /// More staged-epilogue buffers per warp: with one, a warp waits for the copy engine to read
+    /// its last piece before staging the next, a wait the model does not price. A plan trades
+    /// its second buffer for a stage only where the model sees that stage pay.
+    EpilogueBuffers,
     /// More pipeline stages beyond those the load latency needs: on the H200 a 2-stage plan the
     /// model calls latency-hidden measured 10% slower than its 3-stage twin (bench/RESULTS.md).
     LatencySlack,
@@ -507,6 +511,14 @@ pub fn latency_slack(c: &Candidate) -> i64 {
 pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak) {
     // Whole KiB: rounding noise between two ways of counting the same bytes must not decide.
     let dram_kib = |c: &Candidate| (c.prediction.movement.dram_bytes / 1024.0).round() as i64;
+    let by_buffers = b
+        .plan
+        .smem
+        .epilogue_buffers
+        .cmp(&a.plan.smem.epilogue_buffers);
+    if by_buffers.is_ne() {
+        return (by_buffers, TieBreak::EpilogueBuffers);
+    }
     let by_slack = latency_slack(b).cmp(&latency_slack(a));
     if by_slack.is_ne() {
         return (by_slack, TieBreak::LatencySlack);

@@ -221,7 +221,7 @@ fn plan(
         raster: Raster { group_m },
         split_k: 1,
         persistent: false,
-        smem: backend::of(backend).smem_layout(spec, tile, &threads),
+        smem: backend::of(backend).smem_layout(spec, tile, &threads, stages),
         epilogue: EpilogueStrategy::Direct,
         operands: OperandPath {
             a_copy_bytes: 16,
