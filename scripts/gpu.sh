@@ -79,7 +79,9 @@ sanitizer() {
   # barrier), read by every consumer warp; the two bench/specs kernels reuse every stage many
   # times, one without a cluster and one with the peer block's remote releases.
   # The ld + 1 run is repacked: its GEMM is a programmatic dependent launch behind the copy.
+  # 1000x3000x2000 is a 128x192 tile at five stages: one staged-epilogue buffer per warp.
   for args in "bench/specs/sm90_pingpong_cluster.dgml" \
+              "examples/gemm_bf16.dgml --shape 1000,3000,2000" \
               "examples/odd_shape.dgml --shape 2100,2100,128" \
               "examples/odd_shape.dgml --shape 2100,2100,128 --ld-pad 1" \
               "examples/fp8_block_scaled.dgml --shape 1000,1500,1000" \
