@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Bumped when the entry format changes, so old entries become misses.
-const FORMAT: &str = "deepgemm-tuning-3";
+const FORMAT: &str = "deepgemm-tuning-4";
 
 /// A tuned plan and what it measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -572,8 +572,8 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
     check_sass(&cases);
 }
 
-/// The sm90 plan of `stages` stages, or of the most that fit beside the epilogue's buffers (a
-/// 16-bit D's TMA stores take two per warp).
+/// The sm90 plan of `stages` stages, or of the most that fit beside the epilogue's buffers (f32
+/// D's staged rows are twice a 16-bit D's).
 fn deepest_sm90_plan(
     spec: &KernelSpec,
     tile: (u32, u32),

@@ -112,7 +112,8 @@ static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
 
 // ---- shared memory (codegen::sm90::smem_layout) ---------------------------------------------
 // [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES] |
-// turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, one per consumer warp |
+// turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, EPI_WARP_BUFFERS per
+// consumer warp |
 // STAGED_SCALES: STAGES scale slots of SCALE_STAGE_BYTES, slot s beside stage s.
 // The 128-byte swizzle repeats every 8 rows of 128 bytes (1024 bytes): every stage and every
 // TMA box starts on such a boundary, which is what the wgmma descriptors below assume.
@@ -667,7 +668,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         B_KMAJOR ? dg_desc(smem_b, 16, 1024) : dg_desc(smem_b, MN_BOX_BYTES, 1024);
 
     // ---- epilogue: the spec's expression on each accumulator (times the outer scales) ----
-    // TMA_STORE: the pieces this warp has TMA-stored so far; the p-th goes from buffer p % 2.
+    // TMA_STORE: the pieces this warp has TMA-stored so far; the p-th goes from buffer
+    // p % EPI_WARP_BUFFERS.
     unsigned staged_pieces = 0;
     // The tile at (m0, n0), from acc.
     auto store_tile = [&](int m0, int n0) {

@@ -167,8 +167,9 @@ pub struct SmemLayout {
     pub b_stage_bytes: u32,
     /// Staging for the epilogue (0 when it writes from registers).
     pub epilogue_bytes: u32,
-    /// How many staging buffers each epilogue warp has in `epilogue_bytes` (0 when it writes
-    /// from registers): with two, a warp stages its next piece while the last is being stored.
+    /// The buffers each epilogue warp's TMA stores take turns in (0 when D is not TMA-stored: the
+    /// threads store it, from registers or from one buffer each warp reads back): with two, a
+    /// warp stages its next piece while the copy engine reads the last; with one, it waits.
     #[serde(default)]
     pub epilogue_buffers: u32,
     /// mbarriers and other bookkeeping.
@@ -180,6 +181,12 @@ pub struct SmemLayout {
 }
 
 impl SmemLayout {
+    /// Whether the epilogue's warps wait for the copy engine to read a piece before staging the
+    /// next (one TMA-store buffer each).
+    pub fn epilogue_waits_for_stores(&self) -> bool {
+        self.epilogue_buffers == 1
+    }
+
     pub fn total_bytes(&self, stages: u32) -> u32 {
         stages * (self.a_stage_bytes + self.b_stage_bytes + self.scale_stage_bytes)
             + self.epilogue_bytes

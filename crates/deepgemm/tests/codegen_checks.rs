@@ -493,27 +493,28 @@ fn sm90_tests_elements_only_where_the_epilogue_reads_memory() {
 #[test]
 fn sm90_epilogue_buffers_give_way_to_a_stage() {
     // A 128 x 192 bf16 tile: two buffers per warp (32 KiB) fit beside four stages, not five;
-    // at five the warps share one (16 KiB) and the kernel waits for each TMA store's read.
-    // f32 D is stored by the threads, with one buffer at any stage count.
+    // at five the warps have one (16 KiB) and wait for each TMA store's read. f32 D is stored by
+    // the threads from one buffer a warp at any stage count.
     let buffers = |s: &deepgemm::spec::KernelSpec, stages| {
         let plan = sm90_plan(s, (128, 192), stages, 2, false, 1);
         let kernel = generate(s, &plan, "v0").unwrap();
-        let n = plan.smem.epilogue_buffers;
-        assert_eq!(
-            plan.smem.epilogue_bytes,
-            n * 8 * 16 * 64 * s.d().dtype.size_bytes()
-        );
+        let in_kernel = plan.smem.epilogue_buffers.max(1);
+        let piece = 8 * 16 * 64 * s.d().dtype.size_bytes();
+        assert_eq!(plan.smem.epilogue_bytes, in_kernel * piece);
         assert!(plan.smem_bytes() <= s.hardware.smem_per_block_bytes);
-        let line = format!("constexpr int EPI_WARP_BUFFERS = {n};");
+        let line = format!("constexpr int EPI_WARP_BUFFERS = {in_kernel};");
         assert!(kernel.source.contains(&line), "{}", kernel.source);
-        n
+        (
+            plan.smem.epilogue_buffers,
+            plan.smem.epilogue_waits_for_stores(),
+        )
     };
     let bf16 = spec(&SpecShape::default());
-    assert_eq!(buffers(&bf16, 4), 2);
-    assert_eq!(buffers(&bf16, 5), 1);
+    assert_eq!(buffers(&bf16, 4), (2, false));
+    assert_eq!(buffers(&bf16, 5), (1, true));
     let f32_d = spec(&SpecShape {
         output: DType::F32,
         ..SpecShape::default()
     });
-    assert_eq!(buffers(&f32_d, 3), 1);
+    assert_eq!(buffers(&f32_d, 3), (0, false));
 }

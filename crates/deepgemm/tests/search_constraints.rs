@@ -240,7 +240,7 @@ fn ranking_is_deterministic_and_ordered() {
             let slack = |c: &deepgemm::search::Candidate| {
                 c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64
             };
-            let buffers = |c: &deepgemm::search::Candidate| c.plan.smem.epilogue_buffers;
+            let waits = |c: &deepgemm::search::Candidate| c.plan.smem.epilogue_waits_for_stores();
             let dram = |c: &deepgemm::search::Candidate| {
                 (c.prediction.movement.dram_bytes / 1024.0).round() as i64
             };
@@ -250,18 +250,18 @@ fn ranking_is_deterministic_and_ordered() {
             if w[0].score_us == w[1].score_us {
                 // Each tie-break means what it says.
                 match why {
-                    TieBreak::EpilogueBuffers => assert!(buffers(&w[0]) > buffers(&w[1])),
+                    TieBreak::StoreWait => assert!(!waits(&w[0]) && waits(&w[1])),
                     TieBreak::LatencySlack => {
-                        assert_eq!(buffers(&w[0]), buffers(&w[1]));
+                        assert_eq!(waits(&w[0]), waits(&w[1]));
                         assert!(slack(&w[0]) > slack(&w[1]));
                     }
                     TieBreak::DramBytes => {
-                        assert_eq!(buffers(&w[0]), buffers(&w[1]));
+                        assert_eq!(waits(&w[0]), waits(&w[1]));
                         assert_eq!(slack(&w[0]), slack(&w[1]));
                         assert!(dram(&w[0]) < dram(&w[1]));
                     }
                     TieBreak::Label => {
-                        assert_eq!(buffers(&w[0]), buffers(&w[1]));
+                        assert_eq!(waits(&w[0]), waits(&w[1]));
                         assert_eq!(slack(&w[0]), slack(&w[1]));
                         assert_eq!(dram(&w[0]), dram(&w[1]));
                     }

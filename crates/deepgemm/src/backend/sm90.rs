@@ -114,12 +114,12 @@ fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout, stages: u3
             * spec.d().dtype.size_bytes();
         let two_fit =
             layout.total_bytes(stages) + 2 * buffers_bytes <= spec.hardware.smem_per_block_bytes;
-        layout.epilogue_buffers = if stores_d_by_tma(spec) && two_fit {
-            2
-        } else {
-            1
+        layout.epilogue_buffers = match (stores_d_by_tma(spec), two_fit) {
+            (true, true) => 2,
+            (true, false) => 1,
+            (false, _) => 0,
         };
-        layout.epilogue_bytes = layout.epilogue_buffers * buffers_bytes;
+        layout.epilogue_bytes = layout.epilogue_buffers.max(1) * buffers_bytes;
     }
     layout
 }

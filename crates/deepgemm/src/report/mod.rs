@@ -331,10 +331,9 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
     // Tied as the ranking sees it: the same score (time with any soft-constraint penalty).
     if c.score_us == winner.score_us {
         notes.push(match tie_break(winner, c).1 {
-            TieBreak::EpilogueBuffers => format!(
-                "ties the winner; {} staged-epilogue buffer(s) a warp vs {}",
-                c.plan.smem.epilogue_buffers, winner.plan.smem.epilogue_buffers
-            ),
+            TieBreak::StoreWait => "ties the winner; its epilogue warps wait for their TMA \
+                                    stores (one buffer a warp)"
+                .to_string(),
             TieBreak::LatencySlack => format!(
                 "ties the winner; {} pipeline stage(s) of latency slack vs {}",
                 latency_slack(c),
@@ -411,7 +410,7 @@ fn explain_winner(
     match (margin, runner_up) {
         (Some(_), Some(r)) if r.score_us == winner.score_us => {
             let on = match tie_break(winner, r).1 {
-                TieBreak::EpilogueBuffers => "more staged-epilogue buffers a warp",
+                TieBreak::StoreWait => "epilogue warps that do not wait for their TMA stores",
                 TieBreak::LatencySlack => "more pipeline stages than its latency needs",
                 TieBreak::DramBytes => "fewer DRAM bytes",
                 TieBreak::Label => "label order",

@@ -6,7 +6,8 @@
 //! removes plans outside the `tiling` domains, plans the hardware cannot hold (shared memory or
 //! registers per SM, register spills) and plans that break a hard constraint — counting what
 //! each one removed — and ranks the rest by predicted time, with soft constraints (`~`) as
-//! penalties. Ties are broken by the plan label, so the ranking is deterministic.
+//! penalties. Ties are broken by [`tie_break`], last by the plan label, so the ranking is
+//! deterministic.
 //!
 //! Backends without a generator yet are enumerated and predicted like the others, so the report
 //! can say what they would give, but only plans of [`generated_backends`] are returned.
@@ -488,10 +489,12 @@ pub fn rank(candidates: &mut [Candidate]) {
 /// What decides between two plans the model predicts equally fast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TieBreak {
-    /// More staged-epilogue buffers per warp: with one, a warp waits for the copy engine to read
-    /// its last piece before staging the next, a wait the model does not price. A plan trades
-    /// its second buffer for a stage only where the model sees that stage pay.
-    EpilogueBuffers,
+    /// A plan whose epilogue warps wait for the copy engine to read each TMA-stored piece before
+    /// staging the next (one buffer a warp) loses to one whose warps do not: the model does not
+    /// price that wait, so a plan gives up its second buffer for a stage only where the model
+    /// sees the stage pay. Before the latency slack: two buffers fit beside three stages of
+    /// almost every tile, so this rarely overrules it.
+    StoreWait,
     /// More pipeline stages beyond those the load latency needs: on the H200 a 2-stage plan the
     /// model calls latency-hidden measured 10% slower than its 3-stage twin (bench/RESULTS.md).
     LatencySlack,
@@ -511,13 +514,10 @@ pub fn latency_slack(c: &Candidate) -> i64 {
 pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak) {
     // Whole KiB: rounding noise between two ways of counting the same bytes must not decide.
     let dram_kib = |c: &Candidate| (c.prediction.movement.dram_bytes / 1024.0).round() as i64;
-    let by_buffers = b
-        .plan
-        .smem
-        .epilogue_buffers
-        .cmp(&a.plan.smem.epilogue_buffers);
-    if by_buffers.is_ne() {
-        return (by_buffers, TieBreak::EpilogueBuffers);
+    let waits = |c: &Candidate| c.plan.smem.epilogue_waits_for_stores();
+    let by_wait = waits(a).cmp(&waits(b));
+    if by_wait.is_ne() {
+        return (by_wait, TieBreak::StoreWait);
     }
     let by_slack = latency_slack(b).cmp(&latency_slack(a));
     if by_slack.is_ne() {
