@@ -976,7 +976,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           // Also measured, not kept: without K-block scales, promoting every 4 k-tiles (one
           // k-tile of wgmmas in flight in between) ran per-tensor fp8 ~7% faster, but wgmma's
           // longer sums put single elements of a saturating e4m3 D two ulps off: bench/RESULTS.md,
-          // 2026-12-01 "promotion every 512 of K".)
+          // 2026-12-01 "promotion every 512 of K". And: each k-tile in two halves of TILE_N / 2
+          // columns, one half promoted while the other's wgmmas run, ran 5-8% slower: half-width
+          // wgmmas read A twice as often, and each k-tile drains the wgmmas twice,
+          // bench/RESULTS.md, 2026-12-06.)
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
           dg_wgmma_wait<0>();
