@@ -780,6 +780,9 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
                     consumers,
                     split_m: splitting,
                 };
+                // Clusters along N (A multicast, 1x2 and 2x2) were built and measured slower:
+                // an H100 holds 30 clusters of 4 blocks (120 SMs), and A's multicast gained
+                // nothing measurable where that cost no round (bench/RESULTS.md, 2026-12-06).
                 for cluster_m in [1, 2] {
                     let tile = Tile {
                         m: tm,
