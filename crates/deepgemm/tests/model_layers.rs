@@ -312,3 +312,35 @@ fn gemv_streams_slower_with_more_small_rows() {
         "4 small rows against 1: {four:.1} / {one:.1} us = {ratio:.3}, want about 20 / 17"
     );
 }
+
+/// A persistent kernel fills its ring once and drains its last tile once; between tile rounds a
+/// cooperative one also stops for each tile's epilogue. With one tile per block there is no
+/// round between: cooperative and ping-pong plans of one tile pay the same fill and drain, and
+/// a second round adds one epilogue stop to the cooperative plan alone.
+#[test]
+fn a_persistent_kernel_drains_its_last_tile_once() {
+    let one_round = Shape::new(2048, 1024, 4096); // 16 x 8 tiles of 128 x 128 on 132 SMs
+    let two_rounds = Shape::new(4096, 1024, 4096); // 32 x 8
+    let s = fixed(DType::Bf16, 4096, 1024, 4096);
+    let cooperative = plan(&s, Backend::Sm90, (128, 128), 6);
+    let pingpong = backend::proposals(&s, Backend::Sm90)
+        .into_iter()
+        .find(|p| {
+            check_supported(&s, p).is_ok()
+                && (p.tile.m, p.tile.n, p.stages) == (128, 128, 6)
+                && p.threads.pingpong()
+                && p.cluster_m == 1
+                && p.raster.group_m == 1
+        })
+        .expect("128x128 s6 ping-pong is in the space");
+    let fill_and_drain = |p: &Plan, shape| predict(&s, p, shape).breakdown.prologue_epilogue_us;
+    let (coop_one, pp_one) = (
+        fill_and_drain(&cooperative, one_round),
+        fill_and_drain(&pingpong, one_round),
+    );
+    assert!((coop_one - pp_one).abs() < 1e-9, "{coop_one} vs {pp_one}");
+    let coop_two = fill_and_drain(&cooperative, two_rounds);
+    let pp_two = fill_and_drain(&pingpong, two_rounds);
+    assert!(coop_two > coop_one, "{coop_two} vs {coop_one}");
+    assert!(coop_two > pp_two, "{coop_two} vs {pp_two}");
+}

@@ -539,6 +539,9 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     let mut by_bound: Vec<(Bottleneck, f64)> = Vec::new();
     let (mut mainloop_us, mut prologue_epilogue_us, mut sync_us, mut compute_us) =
         (0.0, 0.0, 0.0, 0.0);
+    // A cooperative persistent kernel's stop for the epilogue of its last tile round: that one is
+    // the drain, which `first_and_last_us` counts below.
+    let mut last_round_stop_us = 0.0;
     for (count, cost) in &wave_costs {
         let count = *count as f64;
         mainloop_us += count * cost.mainloop_us;
@@ -554,7 +557,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
             } else {
                 0.0
             };
-            prologue_epilogue_us += count * (cost.epilogue_stores_us - covered_us).max(0.0);
+            last_round_stop_us = (cost.epilogue_stores_us - covered_us).max(0.0);
+            prologue_epilogue_us += count * last_round_stop_us;
         }
         match by_bound.iter_mut().find(|(b, _)| *b == cost.bound) {
             Some(entry) => entry.1 += count * cost.mainloop_us,
@@ -564,7 +568,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     }
     if plan.persistent {
         // Filled once, drained once; the tile loop hides the other fills.
-        prologue_epilogue_us += wave_costs.first().map_or(0.0, |(_, c)| c.first_and_last_us);
+        prologue_epilogue_us +=
+            wave_costs.first().map_or(0.0, |(_, c)| c.first_and_last_us) - last_round_stop_us;
     }
     sync.exposed_us = sync_us;
     let repack_us = if mv.repack_dram_bytes > 0.0 {
