@@ -241,15 +241,24 @@ fn ranking_is_deterministic_and_ordered() {
                 c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64
             };
             let waits = |c: &deepgemm::search::Candidate| c.plan.smem.epilogue_waits_for_stores();
+            let idle = |c: &deepgemm::search::Candidate| {
+                c.plan.threads.pingpong() && c.prediction.schedule.waves.waves <= 1.0
+            };
             let dram = |c: &deepgemm::search::Candidate| {
                 (c.prediction.movement.dram_bytes / 1024.0).round() as i64
             };
             let (tie, why) = tie_break(&w[0], &w[1]);
             let order = w[0].score_us.total_cmp(&w[1].score_us).then(tie);
             assert_eq!(order, Ordering::Less, "{} then {}", w[0].label, w[1].label);
+            // Scores are whole 10 ns.
+            assert_eq!(w[0].score_us, (w[0].score_us * 100.0).round() / 100.0);
             if w[0].score_us == w[1].score_us {
                 // Each tie-break means what it says.
+                if why != TieBreak::IdleConsumer {
+                    assert_eq!(idle(&w[0]), idle(&w[1]));
+                }
                 match why {
+                    TieBreak::IdleConsumer => assert!(!idle(&w[0]) && idle(&w[1])),
                     TieBreak::StoreWait => assert!(!waits(&w[0]) && waits(&w[1])),
                     TieBreak::LatencySlack => {
                         assert_eq!(waits(&w[0]), waits(&w[1]));
@@ -395,5 +404,26 @@ fn transposes_counts_the_launchers_transposes() {
     assert!(
         message.contains("`transposes == 0` admits no plan; the nearest has 1 (sm90"),
         "{message}"
+    );
+}
+
+#[test]
+fn a_ping_pong_plan_with_one_tile_a_block_loses_a_tie() {
+    // 2047x1023x4095 in 128 tiles of 128 x 128 (or 64 x 256): one tile per block, so a ping-pong
+    // plan's second consumer idles. The model predicts it and the cooperative plan within 10 ns;
+    // the cooperative one wins (measured 47.3-49.8 us against 50.8-54.3: bench/RESULTS.md).
+    let spec = fixed(DType::Bf16, 2047, 1023, 4095);
+    let result = search(&spec).unwrap();
+    let candidates = &result.buckets[0].candidates;
+    let winner = &candidates[0];
+    assert!(!winner.plan.threads.pingpong(), "{}", winner.label);
+    let idle = candidates
+        .iter()
+        .find(|c| c.score_us == winner.score_us && c.plan.threads.pingpong())
+        .expect("a ping-pong plan ties the winner");
+    assert!(idle.prediction.schedule.waves.waves <= 1.0);
+    assert_eq!(
+        tie_break(winner, idle),
+        (Ordering::Less, TieBreak::IdleConsumer)
     );
 }

@@ -331,6 +331,9 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
     // Tied as the ranking sees it: the same score (time with any soft-constraint penalty).
     if c.score_us == winner.score_us {
         notes.push(match tie_break(winner, c).1 {
+            TieBreak::IdleConsumer => "ties the winner; ping-pong with at most one tile a \
+                                       block: its second consumer idles"
+                .to_string(),
             TieBreak::StoreWait => "ties the winner; its epilogue warps wait for their TMA \
                                     stores (one buffer a warp)"
                 .to_string(),
@@ -410,6 +413,7 @@ fn explain_winner(
     match (margin, runner_up) {
         (Some(_), Some(r)) if r.score_us == winner.score_us => {
             let on = match tie_break(winner, r).1 {
+                TieBreak::IdleConsumer => "no consumer idle (ping-pong with one tile a block)",
                 TieBreak::StoreWait => "epilogue warps that do not wait for their TMA stores",
                 TieBreak::LatencySlack => "more pipeline stages than its latency needs",
                 TieBreak::DramBytes => "fewer DRAM bytes",

@@ -39,8 +39,16 @@ pub struct Candidate {
     pub prediction: Prediction,
     /// Sum of the soft constraints' relative distances.
     pub soft_distance: f64,
-    /// What ranking sorts by: predicted time x (1 + penalty), microseconds.
+    /// What ranking sorts by: predicted time x (1 + penalty), microseconds, to 10 ns (see
+    /// [`tie_resolution`]).
     pub score_us: f64,
+}
+
+/// A score to 10 ns: two plans whose predictions differ by less are ties, which the tie-breaks
+/// decide, not the last digits of the model's sums (2047x1023x4095: 64x256 ping-pong 51.316 us
+/// and 128x128 cooperative 51.320, measured 54.3 and 49.8).
+fn tie_resolution(score_us: f64) -> f64 {
+    (score_us * 100.0).round() / 100.0
 }
 
 /// Why plans were removed.
@@ -395,7 +403,9 @@ fn search_bucket(
             let candidate = Candidate {
                 label: plan.label(),
                 plan: plan.clone(),
-                score_us: prediction.time_us * (1.0 + SOFT_PENALTY_PER_DISTANCE * soft_distance),
+                score_us: tie_resolution(
+                    prediction.time_us * (1.0 + SOFT_PENALTY_PER_DISTANCE * soft_distance),
+                ),
                 soft_distance,
                 prediction,
             };
@@ -489,6 +499,12 @@ pub fn rank(candidates: &mut [Candidate]) {
 /// What decides between two plans the model predicts equally fast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TieBreak {
+    /// A ping-pong plan whose blocks get at most one tile each (one wave or less) leaves its
+    /// second consumer idle and hides no epilogue under it: it loses to a plan without that. At
+    /// equal predictions, measured: 2047x1023x4095 128x128 cooperative 47.3-49.8 us against
+    /// ping-pong 50.8-54.3; 64x2112x7168 and 128x2112x7168 4% and 6% faster on one consumer
+    /// without ping-pong (bench/RESULTS.md, 2026-12-06).
+    IdleConsumer,
     /// A plan whose epilogue warps wait for the copy engine to read each TMA-stored piece before
     /// staging the next (one buffer a warp) loses to one whose warps do not: the model does not
     /// price that wait, so a plan gives up its second buffer for a stage only where the model
@@ -514,6 +530,12 @@ pub fn latency_slack(c: &Candidate) -> i64 {
 pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak) {
     // Whole KiB: rounding noise between two ways of counting the same bytes must not decide.
     let dram_kib = |c: &Candidate| (c.prediction.movement.dram_bytes / 1024.0).round() as i64;
+    let idle_consumer =
+        |c: &Candidate| c.plan.threads.pingpong() && c.prediction.schedule.waves.waves <= 1.0;
+    let by_idle = idle_consumer(a).cmp(&idle_consumer(b));
+    if by_idle.is_ne() {
+        return (by_idle, TieBreak::IdleConsumer);
+    }
     let waits = |c: &Candidate| c.plan.smem.epilogue_waits_for_stores();
     let by_wait = waits(a).cmp(&waits(b));
     if by_wait.is_ne() {
