@@ -119,9 +119,15 @@ fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout, stages: u3
             (true, false) => 1,
             (false, _) => 0,
         };
-        layout.epilogue_bytes = layout.epilogue_buffers.max(1) * buffers_bytes;
+        layout.epilogue_bytes = warp_buffers(&layout) * buffers_bytes;
     }
     layout
+}
+
+/// Staged-epilogue buffers per consumer warp in the kernel (`EPI_WARP_BUFFERS`): the layout's
+/// TMA-store buffers, and one where the threads store D.
+fn warp_buffers(layout: &SmemLayout) -> u32 {
+    layout.epilogue_buffers.max(1)
 }
 
 /// How many K-block scales of B a consumer thread needs per k-tile, and why (the kernel's
@@ -564,10 +570,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ),
         ("EPILOGUE_BYTES", plan.smem.epilogue_bytes.to_string()),
         ("TMA_STORE", stores_d_by_tma(spec).to_string()),
-        (
-            "EPI_WARP_BUFFERS",
-            plan.smem.epilogue_buffers.max(1).to_string(),
-        ),
+        ("EPI_WARP_BUFFERS", warp_buffers(&plan.smem).to_string()),
         (
             "D_STORE_MAP",
             if stores_d_by_tma(spec) {
