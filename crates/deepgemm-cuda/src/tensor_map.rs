@@ -1,5 +1,6 @@
 //! TMA tensor maps (`cuTensorMapEncodeTiled`) for the kernel arguments that ask for one: a 2-D
-//! view of an operand, contiguous dimension first, as the kernel's metadata describes it.
+//! view of an operand, contiguous dimension first, or a 1-D view of all its elements (`flat`), as
+//! the kernel's metadata describes it.
 
 use crate::error::{driver, CudaError};
 use cudarc::driver::sys;
@@ -48,13 +49,22 @@ pub fn encode(
         128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
         other => return Err(invalid(format!("no TMA swizzle of {other} bytes"))),
     };
-    let pitch = geometry.ld * dtype.size_bytes() as u64;
+    // A flat view has no pitch: the operand is dense (a scale tensor), one row of all its elements.
+    let pitch = if map.flat {
+        GLOBAL_ALIGNMENT_BYTES
+    } else {
+        geometry.ld * dtype.size_bytes() as u64
+    };
     if !readable(ptr, pitch) {
         return Err(invalid(format!(
             "TMA needs a 16-byte aligned address and pitch (address {ptr:#x}, pitch {pitch} bytes)"
         )));
     }
-    let dims = [geometry.inner(), geometry.outer()];
+    let (dims, rank) = if map.flat {
+        ([geometry.inner() * geometry.outer(), 1], 1)
+    } else {
+        ([geometry.inner(), geometry.outer()], 2)
+    };
     if dims.iter().any(|&d| d == 0 || d > u32::MAX as u64) {
         return Err(invalid(format!(
             "extents {}x{} are outside TMA's 1..2^32 range",
@@ -70,13 +80,14 @@ pub fn encode(
     let boxes = [map.box_inner, map.box_outer];
     let element_strides = [1u32, 1];
     let mut encoded = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
-    // SAFETY: every array has the rank's length (2 dims, 1 stride); the address is a live device
-    // allocation of the caller's; the driver writes the 128-byte map into `encoded`.
+    // SAFETY: every array holds at least the rank's entries (the driver reads `rank` dims, boxes
+    // and element strides and `rank - 1` strides); the address is a live device allocation of the
+    // caller's; the driver writes the 128-byte map into `encoded`.
     unsafe {
         sys::cuTensorMapEncodeTiled(
             encoded.as_mut_ptr(),
             data_type,
-            2,
+            rank,
             ptr as *mut std::ffi::c_void,
             dims.as_ptr(),
             strides.as_ptr(),

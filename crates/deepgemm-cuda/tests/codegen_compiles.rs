@@ -498,6 +498,9 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
         ((128, 144), 6, 2, false, 1),
         ((128, 136), 6, 2, false, 1),
         ((256, 80), 4, 2, false, 1),
+        // Two m64 slices per consumer sharing one slice of partial sums: DeepGEMM's 256x128.
+        ((256, 128), 4, 2, false, 2),
+        ((256, 112), 4, 2, false, 2),
         // A ping-pong two-block tile.
         ((64, 112), 8, 2, true, 2),
     ];
@@ -535,6 +538,40 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
                     "unscaled"
                 },
                 layout_name(d_layout),
+                plan.label()
+            );
+            cases.push((label, s.clone(), plan));
+        }
+    }
+    // A's K-block scales: M-major ([M, K/128] col) come by TMA; row-major ones are copied row by
+    // row by the producer warp's lanes, which must fit the producer's registers too.
+    for a_scales in [Layout::Col, Layout::Row] {
+        let mut s = spec(&SpecShape {
+            input: DType::E4m3,
+            output: DType::Bf16,
+            block_scales: true,
+            ..SpecShape::default()
+        });
+        let sa = s.operands.iter_mut().find(|o| o.name == "sa").unwrap();
+        sa.layout = a_scales;
+        for (tile, stages, consumers, pingpong, cluster) in [
+            ((256, 128), 4, 2, false, 2),
+            ((128, 160), 5, 2, false, 2),
+            ((64, 128), 8, 2, true, 2),
+        ] {
+            let plan = deepest_sm90_plan(&s, tile, stages, consumers, pingpong, cluster);
+            let kernel = deepgemm::codegen::generate(&s, &plan, "v0").unwrap();
+            let by_tma = a_scales == Layout::Col;
+            assert!(
+                kernel
+                    .source
+                    .contains(&format!("constexpr bool A_SCALES_BY_TMA = {by_tma};")),
+                "{}",
+                plan.label()
+            );
+            let label = format!(
+                "sm90 e4m3 A scales {} {}",
+                layout_name(a_scales),
                 plan.label()
             );
             cases.push((label, s.clone(), plan));

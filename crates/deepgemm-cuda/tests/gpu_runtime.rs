@@ -377,6 +377,7 @@ fn gpu_tma_cluster_launch_moves_every_byte() {
                 box_outer: 64,
                 swizzle_bytes: 0,
                 only_when_aligned: false,
+                flat: false,
             }),
         ],
         threads: 128,

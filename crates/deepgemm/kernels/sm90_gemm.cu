@@ -66,16 +66,26 @@ constexpr int COL_SCALES = {{COL_SCALES}};
 constexpr bool PER_COLUMN_SCALES = {{PER_COLUMN_SCALES}};
 static_assert(PER_COLUMN_SCALES ? COL_SCALES == TILE_N / 4 : COL_SCALES == 1 || COL_SCALES == 2,
               "B's scales: one or two blocks per tile, or one per fragment column");
-// STAGED_SCALES (codegen::sm90::staged_scales): the producer warp copies each k-tile's K-block
-// scales (A's of the tile's rows, B's of its at most two blocks of columns) into a slot beside
-// the k-tile's stage (cp.async, which arrives on the stage's `full` barrier when the copies
-// land), and the consumers read them from there: the consumers spend no instructions on the
-// copies, and the scales come with the operands they scale. Otherwise they are loaded into
-// registers a k-tile ahead (a scale per column of B, products of scale tensors).
+// STAGED_SCALES (codegen::sm90::staged_scales): each k-tile's K-block scales (A's of the tile's
+// rows, B's of its at most two blocks of columns) go into a slot beside the k-tile's stage,
+// arriving on the stage's `full` barrier, and the consumers read them from there: they spend no
+// instructions on the copies, and the scales come with the operands they scale. Otherwise they
+// are loaded into registers a k-tile ahead (a scale per column of B, products of scale tensors).
+// A_SCALES_BY_TMA: A's scales of a k-tile are consecutive (M-major), and where M is a multiple
+// of 4 (a TMA box starts on 16 bytes: at others the load is an illegal instruction) thread 0
+// loads the tile's rows with one TMA load beside the operands'; otherwise the producer warp's
+// lanes copy them row by row (cp.async, each lane arriving on `full` when its copies land). Two
+// lanes copy B's.
 constexpr bool STAGED_SCALES = {{STAGED_SCALES}};
 constexpr int SCALE_ROWS = {{SCALE_ROWS}};  // A's scales per stage: one per tile row, or none
 constexpr int SCALE_COLS = {{SCALE_COLS}};  // B's: COL_SCALES padded to 16 bytes, or none
-constexpr int SCALE_STAGE_BYTES = (SCALE_ROWS + SCALE_COLS) * 4;
+constexpr bool A_SCALES_BY_TMA = {{A_SCALES_BY_TMA}};
+// A slot starts where a TMA load may write (128 bytes) when A's scales come by TMA.
+constexpr int SCALE_STAGE_BYTES =
+    A_SCALES_BY_TMA ? ((SCALE_ROWS + SCALE_COLS) * 4 + 127) / 128 * 128
+                    : (SCALE_ROWS + SCALE_COLS) * 4;
+static_assert(!A_SCALES_BY_TMA || (STAGED_SCALES && SCALE_ROWS == TILE_M),
+              "A's scales by TMA: a slot of the tile's rows");
 // Producer threads: thread 0 issues the TMA loads; with STAGED_SCALES all of warp 0 copies
 // scales, each lane arriving on `full` once its copies land, besides thread 0's arrival that
 // announces the TMA bytes.
@@ -162,28 +172,24 @@ __device__ __forceinline__ int second_scale_block(int n0) {
 }
 
 // ---- promotion (PROMOTE) --------------------------------------------------------------------
-// Adds one k-tile's partial sums into the f32 sums, times the K-block scales: the scale of row
-// (i, h) times that of the column's block of B scales, col0 for the fragment's first FIRST_GROUPS
-// 8-column groups and col1 for the rest. FIRST_GROUPS is a constant, so that no column's choice
-// is made at run time.
+// Adds one m64 slice's partial sums of a k-tile into its f32 sums, times the K-block scales: the
+// scale of the thread's row h times that of the column's block of B scales, col0 for the
+// fragment's first FIRST_GROUPS 8-column groups and col1 for the rest. FIRST_GROUPS is a
+// constant, so that no column's choice is made at run time.
 template <int FIRST_GROUPS, int ACC_N>
-__device__ __forceinline__ void dg_promote(float (&acc)[WG_MMAS][ACC_N],
-                                           const float (&part)[WG_MMAS][ACC_N],
-                                           const float (&rows)[WG_MMAS][2], float col0,
-                                           float col1) {
+__device__ __forceinline__ void dg_promote(float (&acc)[ACC_N], const float (&part)[ACC_N],
+                                           const float (&rows)[2], float col0, float col1) {
 #pragma unroll
-  for (int i = 0; i < WG_MMAS; ++i)
+  for (int h = 0; h < 2; ++h) {
+    const float first = rows[h] * col0, second = rows[h] * col1;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float first = rows[i][h] * col0, second = rows[i][h] * col1;
+    for (int j = 0; j < TILE_N / 8; ++j)
 #pragma unroll
-      for (int j = 0; j < TILE_N / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int r = 4 * j + 2 * h + e;
-          acc[i][r] = fmaf(j < FIRST_GROUPS ? first : second, part[i][r], acc[i][r]);
-        }
-    }
+      for (int e = 0; e < 2; ++e) {
+        const int r = 4 * j + 2 * h + e;
+        acc[r] = fmaf(j < FIRST_GROUPS ? first : second, part[r], acc[r]);
+      }
+  }
 }
 __host__ __device__ constexpr int dg_gcd(int a, int b) { return b == 0 ? a : dg_gcd(b, a % b); }
 // TWO_SCALE_BLOCKS: a tile starting at n0 has min(TILE_N, second_scale_block(n0) - n0) / 8 groups
@@ -194,10 +200,9 @@ static_assert(SPLIT_STEP >= 1 && (TILE_N / 8) % SPLIT_STEP == 0,
               "a tile's groups in its first block of scales are a multiple of SPLIT_STEP");
 // dg_promote for a tile's `first_groups`, chosen from SPLIT_STEP, 2 SPLIT_STEP, ... TILE_N / 8.
 template <int FIRST_GROUPS = SPLIT_STEP, int ACC_N>
-__device__ __forceinline__ void dg_promote_split(int first_groups, float (&acc)[WG_MMAS][ACC_N],
-                                                 const float (&part)[WG_MMAS][ACC_N],
-                                                 const float (&rows)[WG_MMAS][2], float col0,
-                                                 float col1) {
+__device__ __forceinline__ void dg_promote_split(int first_groups, float (&acc)[ACC_N],
+                                                 const float (&part)[ACC_N],
+                                                 const float (&rows)[2], float col0, float col1) {
   if constexpr (FIRST_GROUPS >= TILE_N / 8) {
     dg_promote<TILE_N / 8>(acc, part, rows, col0, col1);
   } else if (first_groups == FIRST_GROUPS) {
@@ -257,6 +262,14 @@ __device__ __forceinline__ void dg_tma_load(unsigned dst, const dg_tensor_map* m
       " [%0], [%1, {%3, %4}], [%2];\n"
       :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer) : "memory");
 }
+// A 1-D box (of a flat map) starting at element `at`.
+__device__ __forceinline__ void dg_tma_load_1d(unsigned dst, const dg_tensor_map* map, unsigned bar,
+                                               int at) {
+  asm volatile(
+      "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3}], [%2];\n"
+      :: "r"(dst), "l"(map), "r"(bar), "r"(at) : "memory");
+}
 __device__ __forceinline__ void dg_tma_load_multicast(unsigned dst, const dg_tensor_map* map,
                                                       unsigned bar, int inner, int outer,
                                                       unsigned short mask) {
@@ -291,11 +304,6 @@ __device__ __forceinline__ void dg_fence_async_shared() {
 __device__ __forceinline__ void dg_cp_async_4(unsigned dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
                :: "r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-// Copies a 16-byte aligned piece of global memory into 16 bytes of shared memory (all of it is
-// read: a shorter source size would still read the whole piece).
-__device__ __forceinline__ void dg_cp_async_16(unsigned dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(src) : "memory");
 }
 // Arrives on `bar` once every cp.async this thread has issued so far has landed. `.noinc`: the
 // barrier's expected count includes this arrival.
@@ -418,6 +426,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 {{SPLIT_SCALES}}
   // TMA_STORE: the map D's staged pieces are stored through (nullptr without TMA stores).
   const dg_tensor_map* const d_map = {{D_STORE_MAP}};
+  const dg_tensor_map* const a_scale_map = {{A_SCALE_MAP}};  // A_SCALES_BY_TMA
 
   extern __shared__ __align__(16) unsigned char dg_smem[];
   // Dynamic shared memory is only 16-byte aligned by contract: round up (the plan reserves the
@@ -479,32 +488,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // it, every lane copying a share of the k-tile's scales (their arrivals on `full` keep the
     // lanes within one lap of the ring of each other).
     const int lane = threadIdx.x;
-    // A's scales of 4 consecutive rows are one 16-byte copy where rows are contiguous (an M-major
-    // scale tensor) and the first of them is 16-byte aligned; else each row is copied apart.
-    const bool scale_rows_contiguous =
-        SCALE_ROWS > 0 && static_cast<const char*>(block_scale_a_at(1, 0)) -
-                                  static_cast<const char*>(block_scale_a_at(0, 0)) ==
-                              4;
-    // k-tile kt's scales of the tile at (m0, n0) into `slot`: A's of its TILE_M rows, then B's of
-    // its COL_SCALES blocks of columns. Rows and columns outside D get zeros (not read).
+    const bool a_scales_by_tma = A_SCALES_BY_TMA && M % 4 == 0;
+    // The lanes' share of k-tile kt's scales of the tile at (m0, n0) into `slot`: A's of its
+    // TILE_M rows (unless thread 0 loads them by TMA), then B's of its COL_SCALES blocks of columns. Rows and
+    // columns outside D get zeros (not read).
     auto stage_scales = [&](int kt, int m0, int n0, unsigned slot) {
       const int k0 = kt * TILE_K;
       if constexpr (SCALE_ROWS > 0) {
-        const bool wide =
-            scale_rows_contiguous &&
-            reinterpret_cast<unsigned long long>(block_scale_a_at(m0 < M ? m0 : 0, k0)) % 16 == 0;
-#pragma unroll
-        for (int round = 0; round < (TILE_M / 4 + 31) / 32; ++round) {
-          const int p = 32 * round + lane;  // the lane's 4 rows of this round
-          if (p >= TILE_M / 4) break;
-          const int m = m0 + 4 * p;
-          if (wide && m + 4 <= M) {
-            dg_cp_async_16(slot + 16 * p, block_scale_a_at(m, k0));
-          } else {
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-              dg_cp_async_4(slot + 4 * (4 * p + r), block_scale_a_at(m + r < M ? m + r : 0, k0),
-                            m + r < M);
+        if (!a_scales_by_tma) {
+          // Not unrolled: the addresses of every round, computed ahead, spilled the producer's
+          // 40 registers.
+#pragma unroll 1
+          for (int round = 0; round < (TILE_M + 31) / 32; ++round) {
+            const int r = 32 * round + lane;  // the lane's row of this round
+            if (r >= TILE_M) break;
+            const int m = m0 + r;
+            dg_cp_async_4(slot + 4 * r, block_scale_a_at(m < M ? m : 0, k0), m < M);
           }
         }
       }
@@ -531,8 +530,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             dg_cp_async_arrive(full(stage));
           }
           if (lane == 0) {
-            dg_mbar_expect_tx(full(stage), A_STAGE_BYTES + B_STAGE_BYTES);
+            dg_mbar_expect_tx(full(stage),
+                              A_STAGE_BYTES + B_STAGE_BYTES + (a_scales_by_tma ? TILE_M * 4 : 0));
             const int k0 = kt * TILE_K;
+            if (a_scales_by_tma) {
+              // The tile's rows of A's scales of this k-tile: consecutive from (m0, k0).
+              const int at = static_cast<int>(static_cast<const float*>(block_scale_a_at(m0, k0)) -
+                                              static_cast<const float*>(block_scale_a_at(0, 0)));
+              dg_tma_load_1d(scale_slot(stage), a_scale_map, full(stage), at);
+            }
             const unsigned a_dst = smem_a + stage * A_STAGE_BYTES;
             const unsigned b_dst = smem_b + stage * B_STAGE_BYTES;
             if constexpr (A_KMAJOR) {
@@ -586,9 +592,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // AMAX: the largest |value| of each of the thread's rows of a tile, two per m64 slice (or of
     // all it computes); flushed after each tile (per row) or at the end (per tensor).
     dg_amax<AMAX, AMAX_PER_ROW, 2 * WG_MMAS> amax(amax_out);
-    // PROMOTE: one k-tile's partial sums, which wgmma writes and the promotion adds into acc
-    // (unused, and so allocated no registers, otherwise).
-    float part[WG_MMAS][ACC];
+    // PROMOTE: one m64 slice's partial sums of a k-tile, which wgmma writes and the promotion
+    // adds into acc; the slices of a consumer take turns with it (unused, and so allocated no
+    // registers, otherwise).
+    float part[ACC];
     // wgmma's D fragment: thread (warp, lane) holds rows warp*16 + lane/4 (+8) and columns
     // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
     const int g = lane / 4, q = lane % 4;
@@ -912,88 +919,72 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         // This stage's descriptors: the k steps and m64 slices below add their offsets.
         const unsigned long long a_desc_stage = a_desc0 + (unsigned)(stage * (A_STAGE_BYTES >> 4));
         const unsigned long long b_desc_stage = b_desc0 + (unsigned)(stage * (B_STAGE_BYTES >> 4));
-#pragma unroll
-        for (int i = 0; i < WG_MMAS; ++i) {
-          if constexpr (PROMOTE) {
-            dg_fence_acc(part[i]);
-          } else {
-            dg_fence_acc(acc[i]);
-          }
-        }
-        dg_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < K_STEPS; ++ks) {
-          // B: the whole tile; K-major advances 32 bytes per k step inside the swizzled row,
-          // MN-major 16 rows of 128 bytes.
-          const unsigned long long desc_b =
-              b_desc_stage + (B_KMAJOR ? ks * 32 : ks * 16 * 128) / 16;
-#pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) {
-            // This wgmma's 64 rows: 64 rows of 128 bytes further (K-major) or the next box.
-            const unsigned long long desc_a =
-                a_desc_stage +
-                (A_KMAJOR ? i * 64 * ROW_BYTES + ks * 32 : i * MN_BOX_BYTES + ks * 16 * 128) / 16;
-            // The first k step overwrites its accumulators (scale-d = 0): of the tile, or with
-            // PROMOTE of the k-tile.
-            if constexpr (PROMOTE) {
-              dg_wgmma(part[i], desc_a, desc_b, ks > 0 ? 1 : 0);
-            } else {
-              dg_wgmma(acc[i], desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0);
-            }
-          }
-        }
-        dg_wgmma_commit();
-        // PROMOTE: the scales are handled while the wgmmas run, off the path from the last
-        // promotion to the next wgmma.
+        // m64 slice i's wgmma of k step ks: its 64 rows of A are 64 rows of 128 bytes further
+        // (K-major) or the next box; B is the whole tile, K-major advancing 32 bytes per k step
+        // inside the swizzled row, MN-major 16 rows of 128 bytes.
+        auto desc_a = [&](int i, int ks) {
+          return a_desc_stage +
+                 (A_KMAJOR ? i * 64 * ROW_BYTES + ks * 32 : i * MN_BOX_BYTES + ks * 16 * 128) / 16;
+        };
+        auto desc_b = [&](int ks) {
+          return b_desc_stage + (B_KMAJOR ? ks * 32 : ks * 16 * 128) / 16;
+        };
         if constexpr (PROMOTE) {
-          if constexpr (STAGED_SCALES) {
-            // Read before this warp hands the stage back (below) and the producer copies the
-            // next scales over them.
-            read_staged_scales(stage, mine);
-          } else if (kt + 1 < k_tiles) {
-            // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
-            load_scales(kt + 1, n0, m0, next);
-          }
-        }
-        if (DEFERRED_EPILOGUE && with_epilogue) {
-          // acc still holds the previous tile's sums (if any): stored now, then zeroed for this
-          // tile, while the tensor cores work on this k-tile.
-          if (epilogue_due) store_tile(epilogue_m0, epilogue_n0);
-          zero_sums();
-        }
-        if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
-          // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
-          dg_mbar_arrive(turn(1 - consumer));
-        }
-        if constexpr (PROMOTE) {
-          // The partial sums are needed now: wait for this k-tile's wgmmas, hand the stage back
-          // and add them in. (Measured alternative, not kept: a second set of partial sums, so
-          // that k-tile kt - 1 is promoted while kt's wgmmas run, fits 64x128 per consumer; it
-          // ran 128x128 tiles ~10% faster than without, but the 128x160 tiles this leaves room
-          // for ran faster still, and 64x128 ping-pong no faster: bench/RESULTS.md, 2026-12-01
+          // The m64 slices in turn, sharing one set of partial sums: the slice's wgmmas (the
+          // first k step overwrites the partial sums: scale-d = 0), a wait for them, and its
+          // promotion. (Measured alternatives, not kept: a second set of partial sums, so that
+          // k-tile kt - 1 is promoted while kt's wgmmas run, fits 64x128 per consumer; it ran
+          // 128x128 tiles ~10% faster than without, but the 128x160 tiles this leaves room for
+          // ran faster still, and 64x128 ping-pong no faster: bench/RESULTS.md, 2026-12-01
           // "overlapped promotion". ptxas keeps the wgmmas pipelined only if no wgmma stays in
           // flight across the k loop's back edge once the loop reads partial sums: C7514.
-          // Also measured, not kept: without K-block scales, promoting every 4 k-tiles (one
-          // k-tile of wgmmas in flight in between) ran per-tensor fp8 ~7% faster, but wgmma's
-          // longer sums put single elements of a saturating e4m3 D two ulps off: bench/RESULTS.md,
-          // 2026-12-01 "promotion every 512 of K". And: each k-tile in two halves of TILE_N / 2
-          // columns, one half promoted while the other's wgmmas run, ran 5-8% slower: half-width
-          // wgmmas read A twice as often, and each k-tile drains the wgmmas twice,
-          // bench/RESULTS.md, 2026-12-06.)
+          // Without K-block scales, promoting every 4 k-tiles (one k-tile of wgmmas in flight in
+          // between) ran per-tensor fp8 ~7% faster, but wgmma's longer sums put single elements
+          // of a saturating e4m3 D two ulps off: bench/RESULTS.md, 2026-12-01 "promotion every
+          // 512 of K". Each k-tile in two halves of TILE_N / 2 columns, one half promoted while
+          // the other's wgmmas run, ran 5-8% slower: half-width wgmmas read A twice as often,
+          // and each k-tile drains the wgmmas twice, bench/RESULTS.md, 2026-12-06.)
 #pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
-          dg_wgmma_wait<0>();
+          for (int i = 0; i < WG_MMAS; ++i) {
+            dg_fence_acc(part);
+            dg_wgmma_fence();
 #pragma unroll
-          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(part[i]);
-          release(stage);
-          if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
-            dg_promote<TILE_N / 8>(acc, part, mine.rows, mine.cols[0], mine.cols[0]);
-          } else if constexpr (TWO_SCALE_BLOCKS) {
-            dg_promote_split(first_groups, acc, part, mine.rows, mine.cols[0], mine.cols[1]);
-          } else {
-            // Every fragment column has its own scale.
-#pragma unroll
-            for (int i = 0; i < WG_MMAS; ++i)
+            for (int ks = 0; ks < K_STEPS; ++ks) dg_wgmma(part, desc_a(i, ks), desc_b(ks), ks > 0);
+            dg_wgmma_commit();
+            if (i == 0) {
+              // The scales are handled while the wgmmas run, off the path from the last
+              // promotion to the next wgmma.
+              if constexpr (STAGED_SCALES) {
+                // Read before this warp hands the stage back (below) and the producer copies
+                // the next scales over them.
+                read_staged_scales(stage, mine);
+              } else if (kt + 1 < k_tiles) {
+                // The next k-tile's, a k-tile ahead (its promotion then waits for this load).
+                load_scales(kt + 1, n0, m0, next);
+              }
+              if (DEFERRED_EPILOGUE && with_epilogue) {
+                // acc still holds the previous tile's sums (if any): stored now, then zeroed
+                // for this tile, while the tensor cores work on this k-tile.
+                if (epilogue_due) store_tile(epilogue_m0, epilogue_n0);
+                zero_sums();
+              }
+            }
+            if (PINGPONG && i == WG_MMAS - 1 && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
+              // This warpgroup waited on every stage of its tile and issued every wgmma: your
+              // turn.
+              dg_mbar_arrive(turn(1 - consumer));
+            }
+            dg_fence_acc(part);
+            dg_wgmma_wait<0>();
+            dg_fence_acc(part);
+            if (i == WG_MMAS - 1) release(stage);
+            if constexpr (!PER_COLUMN_SCALES && COL_SCALES == 1) {
+              dg_promote<TILE_N / 8>(acc[i], part, mine.rows[i], mine.cols[0], mine.cols[0]);
+            } else if constexpr (TWO_SCALE_BLOCKS) {
+              dg_promote_split(first_groups, acc[i], part, mine.rows[i], mine.cols[0],
+                               mine.cols[1]);
+            } else {
+              // Every fragment column has its own scale.
 #pragma unroll
               for (int j = 0; j < TILE_N / 8; ++j)
 #pragma unroll
@@ -1001,10 +992,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
                   for (int e = 0; e < 2; ++e) {
                     const int r = 4 * j + 2 * h + e;
-                    acc[i][r] = fmaf(mine.rows[i][h] * mine.cols[2 * j + e], part[i][r], acc[i][r]);
+                    acc[i][r] = fmaf(mine.rows[i][h] * mine.cols[2 * j + e], part[r], acc[i][r]);
                   }
+            }
           }
         } else {
+#pragma unroll
+          for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
+          dg_wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < K_STEPS; ++ks)
+#pragma unroll
+            for (int i = 0; i < WG_MMAS; ++i)
+              dg_wgmma(acc[i], desc_a(i, ks), desc_b(ks), (kt > 0 || ks > 0) ? 1 : 0);
+          dg_wgmma_commit();
+          if (PINGPONG && kt == k_tiles - 1 && threadIdx.x % 128 == 0) {
+            // This warpgroup waited on every stage of its tile and issued every wgmma: your turn.
+            dg_mbar_arrive(turn(1 - consumer));
+          }
 #pragma unroll
           for (int i = 0; i < WG_MMAS; ++i) dg_fence_acc(acc[i]);
           // One k-tile of wgmmas stays in flight: once the previous k-tile's have finished, its

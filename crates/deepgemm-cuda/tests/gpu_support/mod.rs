@@ -782,6 +782,46 @@ pub fn fp8() -> Vec<Case> {
             (256, 384, 16384),
             "WARPGROUPS == 2; TILE_M == 128;",
         ),
+        // Two m64 slices per consumer (256-row tiles) taking turns with one set of partial sums:
+        // A's scales by TMA (M-major, M a multiple of 4) and copied by the producer's lanes
+        // (M = 1001, where a TMA box would not start on 16 bytes; row-major); tiles meeting two
+        // blocks of B's scales (112 wide); long K into an f32 D; K and N tails.
+        (
+            Scaling::Blocks,
+            "bf16",
+            (1000, 1000, 1000),
+            "WARPGROUPS == 2; TILE_M == 256; TILE_N == 128;",
+        ),
+        (
+            Scaling::Blocks,
+            "bf16",
+            (1001, 1000, 1000),
+            "WARPGROUPS == 2; TILE_M == 256; TILE_N == 128;",
+        ),
+        (
+            Scaling::BlocksTransposed,
+            "bf16",
+            (1001, 1000, 1000),
+            "WARPGROUPS == 2; TILE_M == 256; TILE_N == 128;",
+        ),
+        (
+            Scaling::Blocks,
+            "bf16",
+            (515, 700, 896),
+            "WARPGROUPS == 2; TILE_M == 256; TILE_N == 112;",
+        ),
+        (
+            Scaling::Blocks,
+            "f32",
+            (300, 384, 16384),
+            "WARPGROUPS == 2; TILE_M == 256;",
+        ),
+        (
+            Scaling::PerTensor,
+            "bf16",
+            (515, 700, 896),
+            "WARPGROUPS == 2; TILE_M == 256; TILE_N == 128;",
+        ),
     ] {
         cases.push(
             Case::new("e4m3", output, shape)
@@ -789,6 +829,15 @@ pub fn fp8() -> Vec<Case> {
                 .constraints(constraints),
         );
     }
+    // 256-row tiles into an fp8 D with a per-row amax, column-major (stored from the registers).
+    cases.push(
+        Case::new("e4m3", "e4m3", (300, 400, 512))
+            .scaling(Scaling::PerTensor)
+            .layouts(["row", "col", "col"])
+            .epilogue(Epilogue::Quantize)
+            .amax(true)
+            .constraints("WARPGROUPS == 2; TILE_M == 256;"),
+    );
     // fp8 D rows of 200 bytes (every other one 8 bytes off 16) where a tile's part of D ends on a
     // 64-column chunk boundary short of the tile (136-wide tiles, N - n0 = 64): the piece the
     // chunk would carry into the next is the row's last.

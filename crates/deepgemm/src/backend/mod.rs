@@ -117,7 +117,7 @@ pub trait BackendImpl: Sync {
 
     /// The alignment in bytes the kernel's global copies need of `operand`'s pointer and leading
     /// dimension: by default the plan's copy width for A and B, an element for the others.
-    fn operand_alignment(&self, plan: &Plan, operand: &Operand) -> u32 {
+    fn operand_alignment(&self, _spec: &KernelSpec, plan: &Plan, operand: &Operand) -> u32 {
         copy_alignment(plan, operand)
     }
 

@@ -271,7 +271,7 @@ impl BackendImpl for Simt {
         })
     }
 
-    fn operand_alignment(&self, _plan: &Plan, operand: &Operand) -> u32 {
+    fn operand_alignment(&self, _spec: &KernelSpec, _plan: &Plan, operand: &Operand) -> u32 {
         operand.dtype.size_bytes()
     }
 

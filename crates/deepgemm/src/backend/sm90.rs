@@ -15,7 +15,7 @@ use crate::plan::{
     Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, SmemSwizzle,
     ThreadLayout, Tile,
 };
-use crate::spec::{Dim, KernelSpec, Layout, Role, ShapeSym};
+use crate::spec::{Dim, KernelSpec, Layout, Operand, Role, ShapeSym};
 
 const TEMPLATE: &str = include_str!("../../kernels/sm90_gemm.cu");
 
@@ -45,10 +45,16 @@ const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// the model preferred measured 9-18% slower than its 64x128 neighbour (bench/RESULTS.md,
 /// 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier measurements had, and so
 /// do kernels that keep a B scale per fragment column (TILE_N / 4 registers per k-tile, twice:
-/// 128x160 spills).
-fn max_accumulators(spec: &KernelSpec, pingpong: bool, tile_n: u32) -> u32 {
+/// 128x160 spills). A consumer of two m64 slices (256-row cooperative fp8 tiles) keeps one
+/// slice of partial sums: 256x128 holds 128 sums + 64 partial sums, DeepSeek's DeepGEMM's tile for
+/// 4096x4096 (4 rounds of 132 SMs where 128x160 takes 6.3 run as 7). Not yet measured.
+fn max_accumulators(spec: &KernelSpec, pingpong: bool, wg_m: u32, tile_n: u32) -> u32 {
     if promotes(spec) && !pingpong && col_scales(spec, tile_n) != ColScales::PerColumn {
-        160
+        if wg_m > 64 {
+            192
+        } else {
+            160
+        }
     } else {
         128
     }
@@ -94,7 +100,7 @@ fn consumer_warpgroups(threads: &ThreadLayout) -> u32 {
 /// stage's fp8 K-block scales.
 fn smem_layout(spec: &KernelSpec, tile: Tile, threads: &ThreadLayout, stages: u32) -> SmemLayout {
     let consumers = consumer_warpgroups(threads);
-    let scale_stage_bytes = staged_scales(spec, tile.m, tile.n).map_or(0, |s| 4 * s.per_stage());
+    let scale_stage_bytes = staged_scales(spec, tile.m, tile.n).map_or(0, ScaleSlots::stage_bytes);
     let e = spec.a().dtype.size_bytes();
     let mut layout = SmemLayout {
         a_stage_bytes: tile.m * tile.k * e,
@@ -182,19 +188,51 @@ pub struct ScaleSlots {
     /// B's scales of the tile's (at most two) blocks of columns, padded to 16 bytes (0 when B
     /// has none).
     pub cols: u32,
+    /// A's scales of a k-tile are contiguous (an M-major scale tensor), so one TMA load brings
+    /// the tile's rows (the kernel's `A_SCALES_BY_TMA`) where M is a multiple of 4 (a box starts
+    /// on 16 bytes); otherwise the producer warp's lanes copy them row by row.
+    pub rows_by_tma: bool,
 }
 
+/// Shared-memory alignment of a TMA load's destination that the scale slots keep.
+const TMA_SMEM_ALIGNMENT_BYTES: u32 = 128;
+
 impl ScaleSlots {
-    pub fn per_stage(self) -> u32 {
-        self.rows + self.cols
+    /// Bytes of one stage's slot: rounded up so that every slot starts where a TMA load may
+    /// write when A's scales come by TMA.
+    pub fn stage_bytes(self) -> u32 {
+        let bytes = 4 * (self.rows + self.cols);
+        if self.rows_by_tma {
+            bytes.next_multiple_of(TMA_SMEM_ALIGNMENT_BYTES)
+        } else {
+            bytes
+        }
     }
 }
 
+/// The kernel parameter of the tensor map over A's K-block scales.
+const A_SCALE_MAP_PARAM: &str = "tmap_a_scales";
+
+/// A's K-block scale tensor where the kernel loads it by TMA (`ScaleSlots::rows_by_tma`).
+fn tma_a_scales<'a>(spec: &'a KernelSpec, plan: &Plan) -> Option<&'a Operand> {
+    staged_scales(spec, plan.tile.m, plan.tile.n)
+        .filter(|slots| slots.rows_by_tma)
+        .and_then(|_| k_block_scales(spec, spec.a()).into_iter().next())
+}
+
+/// Whether a scale tensor's consecutive elements are consecutive rows of A: `[M, K/b] col` or
+/// `[K/b, M] row` (DeepSeek's "TMA-aligned" layout of the activations' 1x128 scales).
+fn m_major(scale: &Operand) -> bool {
+    let contiguous = match (scale.dims.as_slice(), scale.layout) {
+        ([first, _], Layout::Col) => first,
+        ([_, last], Layout::Row) => last,
+        _ => return false,
+    };
+    *contiguous == Dim::Sym(ShapeSym::M)
+}
+
 /// The K-block scale tensors of an operand (those indexed by K / block).
-fn k_block_scales<'a>(
-    spec: &'a KernelSpec,
-    operand: &crate::spec::Operand,
-) -> Vec<&'a crate::spec::Operand> {
+fn k_block_scales<'a>(spec: &'a KernelSpec, operand: &Operand) -> Vec<&'a Operand> {
     epilogue::scales_of(spec, operand)
         .into_iter()
         .filter(|s| {
@@ -205,10 +243,12 @@ fn k_block_scales<'a>(
         .collect()
 }
 
-/// Whether fp8 K-block scales are staged through shared memory: the producer warp copies each
-/// k-tile's scales of the tile's rows and columns (`cp.async`, 16 bytes at a time where the
-/// layout allows) into a slot beside the k-tile's stage, the copies arriving on the stage's
-/// `full` barrier, and the consumers read them from there when they promote the k-tile. The
+/// Whether fp8 K-block scales are staged through shared memory: each k-tile's scales of the
+/// tile's rows and columns go into a slot beside the k-tile's stage, arriving on the stage's
+/// `full` barrier, and the consumers read them from there when they promote the k-tile. A's come
+/// by one TMA load where they are M-major ([`m_major`]) and M is a multiple of 4, else the
+/// producer warp's lanes copy them row by row (`cp.async`); B's (one or two per k-tile) are
+/// copied by two lanes. The
 /// consumers then spend no instructions on copying them (bench/RESULTS.md, 2026-12-04); a
 /// register load by the consumers instead would make the promotion wait for the newest loads in
 /// flight (the hardware tracks a thread's outstanding loads by counters, not one by one), an L2
@@ -224,9 +264,8 @@ pub fn staged_scales(spec: &KernelSpec, tile_m: u32, tile_n: u32) -> Option<Scal
         k_block_scales(spec, spec.a()),
         k_block_scales(spec, spec.b()),
     );
-    let stageable = |scales: &[&crate::spec::Operand]| {
-        scales.len() <= 1 && scales.iter().all(|s| s.dtype == DType::F32)
-    };
+    let stageable =
+        |scales: &[&Operand]| scales.len() <= 1 && scales.iter().all(|s| s.dtype == DType::F32);
     if (a.is_empty() && b.is_empty()) || !stageable(&a) || !stageable(&b) {
         return None;
     }
@@ -235,11 +274,15 @@ pub fn staged_scales(spec: &KernelSpec, tile_m: u32, tile_n: u32) -> Option<Scal
     }
     let cols = if b.is_empty() { 0 } else { 4 };
     let rows = if a.is_empty() { 0 } else { tile_m };
-    Some(ScaleSlots { rows, cols })
+    Some(ScaleSlots {
+        rows,
+        cols,
+        rows_by_tma: a.first().is_some_and(|s| m_major(s)),
+    })
 }
 
 /// The producer's registers where the hardware file does not say.
-const DEFAULT_PRODUCER_REGS: u32 = 48;
+const DEFAULT_PRODUCER_REGS: u32 = 40;
 
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`: the hardware file's
 /// `calibration.backends.sm90.producer_regs`, the one figure the kernel and the model's register
@@ -282,7 +325,10 @@ fn is_fp8(dtype: DType) -> bool {
 /// through shared memory. (Ping-pong hides its epilogues anyway; column-major D, stored from the
 /// registers, spilled with the partial sums live: 256x80 with a bias and a per-row amax.)
 fn defers_epilogue(plan: &Plan, input_bytes: u32) -> bool {
-    input_bytes == 1 && !plan.threads.pingpong() && plan.epilogue == EpilogueStrategy::ViaSmem
+    input_bytes == 1
+        && !plan.threads.pingpong()
+        && plan.epilogue == EpilogueStrategy::ViaSmem
+        && plan.tile.m * 128 / plan.threads.tile_threads().max(1) <= 64
 }
 
 /// Whether the kernel sums each k-tile's products apart and promotes them into the f32
@@ -293,9 +339,10 @@ pub fn promotes(spec: &KernelSpec) -> bool {
 }
 
 /// f32 registers per consumer thread that hold results: `wg_m x tile_n` sums over 128 threads,
-/// twice when the kernel promotes (the sums and the k-tile's partial sums).
+/// and when the kernel promotes one m64 slice's partial sums of a k-tile (a consumer's slices
+/// take turns with them).
 pub fn accumulator_registers(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> u32 {
-    wg_m * tile_n / 128 * if promotes(spec) { 2 } else { 1 }
+    wg_m * tile_n / 128 + if promotes(spec) { tile_n / 2 } else { 0 }
 }
 
 /// wgmma reads tf32 operands K-major only (its transpose bits are for 16-bit types) and the
@@ -417,14 +464,14 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
         )));
     }
     let accumulators = accumulator_registers(spec, wg_m, tile.n);
-    let max_accumulators = max_accumulators(spec, plan.threads.pingpong(), tile.n);
+    let max_accumulators = max_accumulators(spec, plan.threads.pingpong(), wg_m, tile.n);
     if accumulators > max_accumulators {
         return Err(fail(format!(
             "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread{}; \
              at most {max_accumulators}",
             tile.n,
             if promotes(spec) {
-                " (the sums and one k-tile's fp8 partial sums)"
+                " (the sums and one m64 slice's fp8 partial sums)"
             } else {
                 ""
             }
@@ -510,6 +557,7 @@ fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
             box_outer: outer,
             swizzle_bytes: TILE_K_BYTES,
             only_when_aligned: false,
+            flat: false,
         })
         .collect();
     if stores_d_by_tma(spec) {
@@ -521,6 +569,21 @@ fn tensor_maps(spec: &KernelSpec, plan: &Plan) -> Vec<TensorMapArg> {
             box_outer: EPILOGUE_ROWS_PER_WARP,
             swizzle_bytes: EPILOGUE_CHUNK_COLS * 2,
             only_when_aligned: true,
+            flat: false,
+        });
+    }
+    if let Some(scale) = tma_a_scales(spec, plan) {
+        // A k-tile's scales of the tile's rows: TILE_M consecutive floats from a multiple of 4
+        // (the kernel uses the map where M is one; rows past M read the next k block's or zeros,
+        // and their sums are never stored).
+        maps.push(TensorMapArg {
+            operand: scale.name.clone(),
+            param: A_SCALE_MAP_PARAM.to_string(),
+            box_inner: tile.m,
+            box_outer: 1,
+            swizzle_bytes: 0,
+            only_when_aligned: false,
+            flat: true,
         });
     }
     maps
@@ -559,6 +622,18 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("STAGED_SCALES", staged.is_some().to_string()),
         ("SCALE_ROWS", staged.map_or(0, |s| s.rows).to_string()),
         ("SCALE_COLS", staged.map_or(0, |s| s.cols).to_string()),
+        (
+            "A_SCALES_BY_TMA",
+            staged.is_some_and(|s| s.rows_by_tma).to_string(),
+        ),
+        (
+            "A_SCALE_MAP",
+            if staged.is_some_and(|s| s.rows_by_tma) {
+                format!("&{A_SCALE_MAP_PARAM}")
+            } else {
+                "nullptr".to_string()
+            },
+        ),
         (
             "SCALE_BYTES",
             (plan.stages * plan.smem.scale_stage_bytes).to_string(),
@@ -806,6 +881,16 @@ fn propose(spec: &KernelSpec) -> Vec<Plan> {
 pub(super) struct Sm90;
 
 impl BackendImpl for Sm90 {
+    /// A, B and the scales TMA loads: 16-byte addresses (and pitches; a misaligned operand is
+    /// repacked first).
+    fn operand_alignment(&self, spec: &KernelSpec, plan: &Plan, operand: &Operand) -> u32 {
+        if tma_a_scales(spec, plan).is_some_and(|s| s.name == operand.name) {
+            TMA_ALIGNMENT_BYTES
+        } else {
+            super::copy_alignment(plan, operand)
+        }
+    }
+
     fn target_has(&self, hw: &Hardware) -> bool {
         hw.features.wgmma && hw.features.tma
     }
@@ -889,9 +974,10 @@ impl BackendImpl for Sm90 {
 
     /// wgmma reads A and B from shared memory through descriptors; fp8 products are summed
     /// apart per k-tile (a second set of accumulators) and promoted into the first.
-    fn fragment_registers(&self, _plan: &Plan, accumulators: u32, input_bytes: u32) -> u32 {
+    /// fp8: one m64 slice's partial sums of a k-tile (a consumer's slices take turns with them).
+    fn fragment_registers(&self, plan: &Plan, _accumulators: u32, input_bytes: u32) -> u32 {
         if input_bytes == 1 {
-            accumulators
+            plan.tile.n / 2
         } else {
             0
         }

@@ -78,7 +78,8 @@ pub enum KernelArg {
 }
 
 /// How the runtime encodes one tensor map (`cuTensorMapEncodeTiled`): a 2-D view of the operand
-/// with its contiguous dimension first, the box one TMA load fills, and the smem swizzle.
+/// with its contiguous dimension first (or, `flat`, a 1-D view of all its elements), the box one
+/// TMA load fills, and the smem swizzle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorMapArg {
     /// The spec's operand the map reads.
@@ -95,6 +96,12 @@ pub struct TensorMapArg {
     /// the launcher passes a zeroed map rather than refusing the operand.
     #[serde(default)]
     pub only_when_aligned: bool,
+    /// A 1-D view of the whole (dense) operand, boxes of `box_inner` elements starting on 16
+    /// bytes (`box_outer` is 1): fp8 scales, whose rows of a k-tile are consecutive but whose
+    /// columns need not be a 16-byte multiple apart (the kernel takes other ways where a box
+    /// would not start on 16 bytes).
+    #[serde(default)]
+    pub flat: bool,
 }
 
 /// How the launch grid follows from the shape. One block per output tile: `grid.x` =
@@ -127,11 +134,11 @@ impl GridRule {
         let cluster = self.cluster.max(1) as u64;
         let tiles_m = shape.m.div_ceil(self.tile_m as u64);
         let cluster_tiles = tiles_m.div_ceil(cluster) * shape.n.div_ceil(self.tile_n as u64);
-        (
-            cluster_tiles.min(resident_clusters.max(1) as u64) * cluster,
-            1,
-            1,
-        )
+        // As many clusters as the rounds of tiles need: 416 cluster tiles on 66 resident clusters
+        // take 7 rounds either way, and 60 clusters run them (measured 0.5-2% faster than 66 on
+        // fp8 128x160 tiles, bench/RESULTS.md, 2026-12-06: the idle SMs' power goes to the rest).
+        let rounds = cluster_tiles.div_ceil(resident_clusters.max(1) as u64);
+        (cluster_tiles.div_ceil(rounds.max(1)) * cluster, 1, 1)
     }
 }
 
@@ -400,7 +407,7 @@ pub fn generate(
         .operands
         .iter()
         .map(|o| {
-            let bytes = backend::of(plan.backend).operand_alignment(plan, o);
+            let bytes = backend::of(plan.backend).operand_alignment(spec, plan, o);
             (o.name.clone(), bytes)
         })
         .collect();
