@@ -289,10 +289,16 @@ fn sm90_launch_metadata_is_persistent_clustered_and_takes_tensor_maps() {
     assert_eq!(kernel.threads, 384);
     assert!(kernel.grid.persistent);
     assert_eq!(kernel.grid.cluster, 2);
-    // 32 x 17 tiles = 16 cluster rows x 17 columns; at most 66 clusters resident.
+    // 32 x 17 tiles = 16 cluster rows x 17 columns = 272 cluster tiles; at most 66 clusters
+    // resident take them in 5 rounds, which 55 clusters run as well.
     assert_eq!(kernel.grid.tiles(Shape::new(4095, 4097, 4093)), 32 * 17);
     assert_eq!(
         kernel.grid.grid(Shape::new(4095, 4097, 4093), 66),
+        (110, 1, 1)
+    );
+    // Whole rounds keep every resident cluster: 22 x 12 = 264 cluster tiles are 4 rounds of 66.
+    assert_eq!(
+        kernel.grid.grid(Shape::new(5632, 3072, 64), 66),
         (132, 1, 1)
     );
     // Fewer cluster tiles than resident clusters: one block per tile, in whole clusters.

@@ -143,9 +143,9 @@ mod tests {
             split_m: 2,
         };
         let r = analyze(&plan, 2, &hw);
-        // The launch's 168 per thread: (384 * 168 - 48 * 128) / 256 = 228 -> 224; accumulators
+        // The launch's 168 per thread: (384 * 168 - 40 * 128) / 256 = 232; accumulators
         // 128*256/256 = 128.
-        assert_eq!(r.cap, 224);
+        assert_eq!(r.cap, 232);
         assert_eq!(r.accumulators, 128);
         assert_eq!(r.fragments, 0);
     }
