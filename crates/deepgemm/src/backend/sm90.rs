@@ -47,7 +47,8 @@ const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// do kernels that keep a B scale per fragment column (TILE_N / 4 registers per k-tile, twice:
 /// 128x160 spills). A consumer of two m64 slices (256-row cooperative fp8 tiles) keeps one
 /// slice of partial sums: 256x128 holds 128 sums + 64 partial sums, DeepSeek's DeepGEMM's tile for
-/// 4096x4096 (4 rounds of 132 SMs where 128x160 takes 6.3 run as 7). Not yet measured.
+/// 4096x4096 (4 rounds of 132 SMs where 128x160 takes 6.3 run as 7): 201 us against 128x160's 233
+/// at 4096x4096x7168 block-scaled (bench/RESULTS.md, 2026-12-06).
 fn max_accumulators(spec: &KernelSpec, pingpong: bool, wg_m: u32, tile_n: u32) -> u32 {
     if promotes(spec) && !pingpong && col_scales(spec, tile_n) != ColScales::PerColumn {
         if wg_m > 64 {
