@@ -18,7 +18,7 @@
 #     profile    Nsight Compute on $PROFILE_RUNS (SPEC[@M,N,K] ..., default the 4096^3 bf16
 #                kernel): speed of light, warp stalls, and stall samples per SASS instruction
 #                ($OUT/profile-NAME-sass.csv; the reports are kept too)
-#     ab         $AB_BASELINE (another build's binary under .gpu/) against this one, alternating
+#     ab         $AB_BASELINE (other builds' binaries under .gpu/) against this one, alternating
 #                ($AB_RUNS, $AB_ROUNDS: see ab() below)
 #     breakdown  Nsight Compute's duration of each kernel a launch runs (the repack copies apart
 #                from the GEMM) at $BREAKDOWN_SHAPES (default: the odd suite), unlocked clocks
@@ -80,6 +80,7 @@ sanitizer() {
   # times, one without a cluster and one with the peer block's remote releases.
   # The ld + 1 run is repacked: its GEMM is a programmatic dependent launch behind the copy.
   # 1000x3000x2000 is a 128x192 tile at five stages: one staged-epilogue buffer per warp.
+  # fp8_wide_tiles runs a block's first epilogue under its second tile's first k-tile.
   for args in "bench/specs/sm90_pingpong_cluster.dgml" \
               "examples/gemm_bf16.dgml --shape 1000,3000,2000" \
               "examples/odd_shape.dgml --shape 2100,2100,128" \
@@ -90,7 +91,8 @@ sanitizer() {
               "examples/gemm_tf32.dgml --shape 1000,1500,1000" \
               "bench/specs/fp8_staged_scales_cooperative.dgml" \
               "bench/specs/fp8_staged_scales_pingpong_cluster.dgml" \
-              "bench/specs/fp8_two_slices.dgml"; do
+              "bench/specs/fp8_two_slices.dgml" \
+              "bench/specs/fp8_wide_tiles.dgml"; do
     for tool in racecheck synccheck; do
       echo "== compute-sanitizer $tool: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
       # shellcheck disable=SC2086
@@ -189,14 +191,15 @@ profile() {
 }
 
 ab() {
-  # Two builds timed in turn on one machine: $AB_BASELINE (another build's `deepgemm`, carried
-  # under .gpu/) and this build each bench $AB_RUNS (suite files, or SPEC@M,N,K[;M,N,K...])
+  # Builds timed in turn on one machine: $AB_BASELINE (one or more other builds' `deepgemm`,
+  # carried under .gpu/, separated by spaces) and this build each bench $AB_RUNS (suite files, or SPEC@M,N,K[;M,N,K...])
   # $AB_ROUNDS times (default 2), as ab-BUILD-NAME-ROUND.{json,log}: a change timed against its
   # parent on one machine, where figures of different calls differ by a few percent.
   : "${AB_BASELINE:?set AB_BASELINE to the baseline binary, e.g. .gpu/deepgemm-base}"
   local rc=0 round run spec shapes list s bin name
   for round in $(seq "${AB_ROUNDS:-2}"); do
-    for bin in "$AB_BASELINE" "$deepgemm"; do
+    # shellcheck disable=SC2086
+    for bin in $AB_BASELINE "$deepgemm"; do
       for run in ${AB_RUNS:?set AB_RUNS to suites or SPEC@M,N,K[;M,N,K...]}; do
         spec=${run%@*}
         shapes=()

@@ -503,9 +503,19 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
         ((256, 112), 4, 2, false, 2),
         // A ping-pong two-block tile.
         ((64, 112), 8, 2, true, 2),
+        // 96 sums and 96 partial sums per consumer thread, the epilogue deferred into the next
+        // tile's first k-tile: two-block B scales, two consumers and one.
+        ((128, 192), 5, 2, false, 2),
+        ((64, 192), 6, 1, false, 1),
     ];
-    // fp8 without K-block scales (per-tensor scales are applied in the epilogue).
-    let fp8_unscaled_configs = [((64, 128), 8, 2, true, 2), ((128, 128), 6, 2, false, 2)];
+    // fp8 without K-block scales (per-tensor scales are applied in the epilogue), up to 192
+    // columns per consumer.
+    let fp8_unscaled_configs = [
+        ((64, 128), 8, 2, true, 2),
+        ((128, 128), 6, 2, false, 2),
+        ((128, 176), 5, 2, false, 2),
+        ((128, 192), 5, 2, false, 2),
+    ];
     for (block_scales, d_layout, output) in [
         (true, Layout::Row, DType::Bf16),
         (true, Layout::Col, DType::Bf16),

@@ -107,12 +107,15 @@ fn infeasible_spec_names_the_least_relaxation() {
         Err(e @ SearchError::Infeasible { .. }) => e.to_string(),
         other => panic!("expected infeasible, got {other:?}"),
     };
-    // The smallest plan: a 16x16 SIMT tile, 1 accumulator + 2 fragment registers + bookkeeping.
+    // The smallest plan: a 128x8 sm90 tile over two consumer warpgroups, 4 accumulators + the
+    // consumers' addresses (fewer than a SIMT thread's: 1 accumulator + 2 fragments + 40) +
+    // epilogue temporaries.
     let cal = &spec.hardware.calibration;
-    let smallest = 1 + 2 + cal.address_regs_per_thread + cal.epilogue_regs_per_thread;
+    let sm90_addresses = cal.backends.get(Backend::Sm90).address_regs.unwrap();
+    let smallest = 4 + sm90_addresses + cal.epilogue_regs_per_thread;
     assert!(
         message.contains(&format!(
-            "`registers <= 30` admits no plan; the smallest needs {smallest} (simt 16x16"
+            "`registers <= 30` admits no plan; the smallest needs {smallest} (sm90 128x8x64"
         )),
         "{message}"
     );

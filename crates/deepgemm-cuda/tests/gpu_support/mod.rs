@@ -822,6 +822,40 @@ pub fn fp8() -> Vec<Case> {
             (515, 700, 896),
             "WARPGROUPS == 2; TILE_M == 256; TILE_N == 128;",
         ),
+        // Consumers of 64x192 and 64x176 (as many partial sums as sums) with the epilogue
+        // deferred into the next tile's first k-tile: 192-wide tiles starting 64 columns into a
+        // block of B's scales (they meet two), with A's scales by TMA and by the producer's
+        // lanes, one consumer at M = 64, long K into an f32 D; per-tensor 176-wide tiles.
+        (
+            Scaling::Blocks,
+            "bf16",
+            (1000, 1000, 1000),
+            "WARPGROUPS == 2; TILE_M == 128; TILE_N == 192;",
+        ),
+        (
+            Scaling::BlocksTransposed,
+            "bf16",
+            (1001, 1000, 1000),
+            "WARPGROUPS == 2; TILE_M == 128; TILE_N == 192;",
+        ),
+        (
+            Scaling::Blocks,
+            "bf16",
+            (64, 1000, 1000),
+            "WARPGROUPS == 1; TILE_N == 192;",
+        ),
+        (
+            Scaling::Blocks,
+            "f32",
+            (300, 400, 16384),
+            "WARPGROUPS == 2; TILE_M == 128; TILE_N == 192;",
+        ),
+        (
+            Scaling::PerTensor,
+            "bf16",
+            (515, 700, 896),
+            "WARPGROUPS == 2; TILE_M == 128; TILE_N == 176;",
+        ),
     ] {
         cases.push(
             Case::new("e4m3", output, shape)
@@ -837,6 +871,14 @@ pub fn fp8() -> Vec<Case> {
             .epilogue(Epilogue::Quantize)
             .amax(true)
             .constraints("WARPGROUPS == 2; TILE_M == 256;"),
+    );
+    // 192-wide tiles into an fp8 D with a per-row amax, row-major (the staged epilogue, deferred).
+    cases.push(
+        Case::new("e4m3", "e4m3", (300, 400, 512))
+            .scaling(Scaling::Blocks)
+            .epilogue(Epilogue::Quantize)
+            .amax(true)
+            .constraints("WARPGROUPS == 2; TILE_M == 128; TILE_N == 192;"),
     );
     // fp8 D rows of 200 bytes (every other one 8 bytes off 16) where a tile's part of D ends on a
     // 64-column chunk boundary short of the tile (136-wide tiles, N - n0 = 64): the piece the

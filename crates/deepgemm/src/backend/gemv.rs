@@ -275,6 +275,7 @@ impl BackendImpl for Gemv {
             smem_efficiency: 0.90,
             kblock_scale_cycles: None,
             producer_regs: None,
+            address_regs: None,
             // The H200's measured share (its hardware file says where from).
             stream_efficiency: Some(0.96),
         }

@@ -222,6 +222,7 @@ impl BackendImpl for Simt {
             smem_efficiency: 0.90,
             kblock_scale_cycles: None,
             producer_regs: None,
+            address_regs: None,
             stream_efficiency: None,
         }
     }

@@ -406,6 +406,7 @@ impl BackendImpl for Sm80 {
             smem_efficiency: 0.90,
             kblock_scale_cycles: None,
             producer_regs: None,
+            address_regs: None,
             stream_efficiency: None,
         }
     }

@@ -36,26 +36,24 @@ const BARRIER_BYTES: u32 = SWIZZLE_ATOM_BYTES + 1024;
 /// The most stages whose barriers fit their 1 KiB.
 const MAX_STAGES: u32 = (1024 / 8 - 2) / 2;
 /// Accumulator registers per consumer thread beyond which the consumers would spill or run
-/// slower. ptxas gives the code after `setmaxnreg.inc` the consumers' 224 registers (not the
+/// slower. ptxas gives the code after `setmaxnreg.inc` the consumers' 232 registers (not the
 /// launch's even share of 168), of which the rest of the main loop and the epilogue take up to
-/// about 50: fp8 64x160 per consumer (80 sums + 80 partial sums) compiles without spills with
-/// 128x128 block scales; 64x176 spills there (it meets three blocks of B's scales, so it also
-/// keeps a scale per column; NVRTC 13.0). The wider fp8 tiles measured faster only when two consumers split a tile
-/// (4096x7168x16384: 128x160 1136 TFLOP/s, 128x128 989); in ping-pong every 64x136..64x160 plan
-/// the model preferred measured 9-18% slower than its 64x128 neighbour (bench/RESULTS.md,
-/// 3dea5fe), so ping-pong and 16-bit kernels keep the limit all earlier measurements had, and so
-/// do kernels that keep a B scale per fragment column (TILE_N / 4 registers per k-tile, twice:
-/// 128x160 spills). A consumer of two m64 slices (256-row cooperative fp8 tiles) keeps one
-/// slice of partial sums: 256x128 holds 128 sums + 64 partial sums, DeepSeek's DeepGEMM's tile for
-/// 4096x4096 (4 rounds of 132 SMs where 128x160 takes 6.3 run as 7): 201 us against 128x160's 233
-/// at 4096x4096x7168 block-scaled (bench/RESULTS.md, 2026-12-06).
-fn max_accumulators(spec: &KernelSpec, pingpong: bool, wg_m: u32, tile_n: u32) -> u32 {
+/// about 40: fp8 64x192 per consumer (96 sums + 96 partial sums) compiles without local memory
+/// with 128x128 block scales, whose tile then meets two blocks of B's scales, and with its
+/// epilogue deferred into the next tile's first k-tile (NVRTC 13.0); 64x176 spills there (it
+/// meets three blocks, so it keeps a scale per column). The wider fp8 tiles measured faster only
+/// when two consumers split a tile (4096x7168x16384: 128x160 1136 TFLOP/s, 128x128 989); in
+/// ping-pong every 64x136..64x160 plan the model preferred measured 9-18% slower than its 64x128
+/// neighbour (bench/RESULTS.md, 3dea5fe), so ping-pong and 16-bit kernels keep the limit all
+/// earlier measurements had, and so do kernels that keep a B scale per fragment column
+/// (TILE_N / 4 registers per k-tile, twice: 128x160 spills). A consumer of two m64 slices
+/// (256-row cooperative fp8 tiles) keeps one slice of partial sums: 256x128 holds 128 sums + 64
+/// partial sums, DeepSeek's DeepGEMM's tile for 4096x4096 (4 rounds of 132 SMs where 128x160
+/// takes 6.3 run as 7): 201 us against 128x160's 233 at 4096x4096x7168 block-scaled
+/// (bench/RESULTS.md, 2026-12-06).
+fn max_accumulators(spec: &KernelSpec, pingpong: bool, tile_n: u32) -> u32 {
     if promotes(spec) && !pingpong && col_scales(spec, tile_n) != ColScales::PerColumn {
-        if wg_m > 64 {
-            192
-        } else {
-            160
-        }
+        192
     } else {
         128
     }
@@ -284,6 +282,13 @@ pub fn staged_scales(spec: &KernelSpec, tile_m: u32, tile_n: u32) -> Option<Scal
 
 /// The producer's registers where the hardware file does not say.
 const DEFAULT_PRODUCER_REGS: u32 = 40;
+/// Registers a consumer thread keeps for addresses, loop counters and predicates (the hardware
+/// file's `calibration.backends.sm90.address_regs`): fewer than sm80's 40, as the wgmma
+/// descriptors, the barrier addresses and the tile loop live in uniform registers. 32 is what
+/// ptxas leaves: 128x192 fp8 with 1x128 / 128x128 scales and a deferred epilogue (96 sums, 96
+/// partial sums of the next tile in flight, the epilogue's temporaries) compiles in the
+/// consumers' 232 without local memory (NVRTC 13.0).
+const DEFAULT_ADDRESS_REGS: u32 = 32;
 
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`: the hardware file's
 /// `calibration.backends.sm90.producer_regs`, the one figure the kernel and the model's register
@@ -465,7 +470,7 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
         )));
     }
     let accumulators = accumulator_registers(spec, wg_m, tile.n);
-    let max_accumulators = max_accumulators(spec, plan.threads.pingpong(), wg_m, tile.n);
+    let max_accumulators = max_accumulators(spec, plan.threads.pingpong(), tile.n);
     if accumulators > max_accumulators {
         return Err(fail(format!(
             "{wg_m}x{} rows per consumer need {accumulators} accumulator registers per thread{}; \
@@ -914,6 +919,7 @@ impl BackendImpl for Sm90 {
             smem_efficiency: 0.90,
             kblock_scale_cycles: Some(0.0),
             producer_regs: Some(DEFAULT_PRODUCER_REGS),
+            address_regs: Some(DEFAULT_ADDRESS_REGS),
             stream_efficiency: None,
         }
     }

@@ -220,6 +220,12 @@ pub struct BackendCalibration {
     /// figure too). Only a backend whose defaults have it reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub producer_regs: Option<u32>,
+    /// Registers per thread for addresses, loop counters and predicates in this backend's
+    /// kernels, in place of `address_regs_per_thread` (sm90: its consumers keep the wgmma
+    /// descriptors and barrier addresses in uniform registers). Only a backend whose defaults
+    /// have it reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_regs: Option<u32>,
     /// Fraction of the DRAM rate (`dram_efficiency` of `dram_bw_gbps`) that the backend's
     /// operand stream sustains where it holds its loads in registers rather than copying
     /// asynchronously (gemv). Only a backend whose defaults have it reads it.
@@ -235,6 +241,7 @@ struct BackendCalibrationEntry {
     smem_efficiency: Option<f64>,
     kblock_scale_cycles: Option<f64>,
     producer_regs: Option<u32>,
+    address_regs: Option<u32>,
     stream_efficiency: Option<f64>,
 }
 
@@ -263,6 +270,11 @@ impl BackendCalibrationEntry {
             defaults.producer_regs.is_some(),
         )?;
         unread(
+            "address_regs",
+            self.address_regs.is_some(),
+            defaults.address_regs.is_some(),
+        )?;
+        unread(
             "stream_efficiency",
             self.stream_efficiency.is_some(),
             defaults.stream_efficiency.is_some(),
@@ -273,6 +285,7 @@ impl BackendCalibrationEntry {
             smem_efficiency: self.smem_efficiency.unwrap_or(defaults.smem_efficiency),
             kblock_scale_cycles: self.kblock_scale_cycles.or(defaults.kblock_scale_cycles),
             producer_regs: self.producer_regs.or(defaults.producer_regs),
+            address_regs: self.address_regs.or(defaults.address_regs),
             stream_efficiency: self.stream_efficiency.or(defaults.stream_efficiency),
         })
     }

@@ -158,6 +158,15 @@ impl Hardware {
             if let Some(share) = figures.stream_efficiency {
                 fraction(field("stream_efficiency"), share)?;
             }
+            if let Some(regs) = figures.address_regs {
+                if regs + c.epilogue_regs_per_thread >= self.max_regs_per_thread {
+                    return Err(invalid(
+                        field("address_regs"),
+                        regs,
+                        "with epilogue_regs_per_thread, leaves no registers for the math",
+                    ));
+                }
+            }
             if let Some(regs) = figures.producer_regs {
                 if regs == 0 || regs > self.max_regs_per_thread {
                     return Err(invalid(
@@ -225,7 +234,7 @@ mod tests {
     #[test]
     fn impossible_calibration_constants_are_named() {
         type Mutation = fn(&mut crate::hw::Calibration);
-        let cases: [(&str, Mutation); 10] = [
+        let cases: [(&str, Mutation); 11] = [
             ("backends.sm80.l2_efficiency", |c| {
                 c.backends.get_mut(Backend::Sm80).l2_efficiency = 1.5
             }),
@@ -249,6 +258,9 @@ mod tests {
             }),
             ("backends.sm90.producer_regs", |c| {
                 c.backends.get_mut(Backend::Sm90).producer_regs = Some(0)
+            }),
+            ("backends.sm90.address_regs", |c| {
+                c.backends.get_mut(Backend::Sm90).address_regs = Some(250)
             }),
         ];
         for (field, mutate) in cases {
@@ -276,6 +288,8 @@ mod tests {
         assert!(e.contains("sm95") && e.contains("sm90"), "{e}");
         let e = with("sm80: { producer_regs: 40 }").unwrap_err().to_string();
         assert!(e.contains("backends.sm80.producer_regs"), "{e}");
+        let e = with("sm80: { address_regs: 32 }").unwrap_err().to_string();
+        assert!(e.contains("backends.sm80.address_regs"), "{e}");
         let e = with("simt: { mma_eficiency: 0.5 }")
             .unwrap_err()
             .to_string();

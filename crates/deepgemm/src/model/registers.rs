@@ -1,8 +1,8 @@
 //! Register layer: registers per thread and whether the plan spills.
 //!
 //! accumulators (TILE_M x TILE_N / math threads, one fp32 register each) + A/B fragments (double
-//! buffered across k-steps) + addresses (a base, plus a share per cp.async copy a thread issues per
-//! stage: the copies are unrolled) + epilogue temporaries (which reuse the registers of fp8
+//! buffered across k-steps) + addresses (a base, the backend's own where it has one, plus a share
+//! per cp.async copy a thread issues per stage: the copies are unrolled) + epilogue temporaries (which reuse the registers of fp8
 //! partial sums, dead by the epilogue), against the per-thread cap: the
 //! hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the consumers' share
 //! after the producer gives registers back with `setmaxnreg`.
@@ -39,7 +39,12 @@ pub fn analyze(plan: &Plan, input_bytes: u32, hw: &Hardware) -> Registers {
     let accumulators = (t.m * t.n).div_ceil(plan.threads.tile_threads().max(1));
     let implementation = backend::of(plan.backend);
     let fragments = implementation.fragment_registers(plan, accumulators, input_bytes);
-    let addresses = cal.address_regs_per_thread
+    let base_addresses = cal
+        .backends
+        .get(plan.backend)
+        .address_regs
+        .unwrap_or(cal.address_regs_per_thread);
+    let addresses = base_addresses
         + (cal.regs_per_copy * copies_per_thread(plan, input_bytes) as f64).ceil() as u32;
     let epilogue = cal.epilogue_regs_per_thread;
     let total = accumulators
