@@ -344,3 +344,54 @@ fn a_persistent_kernel_drains_its_last_tile_once() {
     assert!(coop_two > coop_one, "{coop_two} vs {coop_one}");
     assert!(coop_two > pp_two, "{coop_two} vs {pp_two}");
 }
+
+/// Every fp8 kernel promotes each k-tile's partial sums into its f32 sums, which the model
+/// charges per k-tile (`promotion_cycles`) with or without scales; K-block scales add their own
+/// cycles on top (`kblock_scale_cycles`); a 16-bit kernel pays neither.
+#[test]
+fn fp8_pays_its_promotion_and_block_scales_on_top() {
+    let example = |name: &str| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples")
+            .join(name);
+        deepgemm::spec::parse_file(&path)
+            .unwrap_or_else(|d| panic!("{name}: {d}"))
+            .kernels
+            .remove(0)
+    };
+    let shape = Shape::new(4096, 4096, 7168);
+    let time_and_sync = |spec: &KernelSpec| {
+        let p = predict(spec, &plan(spec, Backend::Sm90, (128, 128), 4), shape);
+        (
+            p.time_us,
+            p.sync.promotion_cycles,
+            p.sync.kblock_scale_cycles,
+        )
+    };
+    let per_tensor = example("fp8_per_tensor.dgml");
+    let figures = per_tensor.hardware.calibration.backends.get(Backend::Sm90);
+    let (promoted_us, promotion, scales) = time_and_sync(&per_tensor);
+    assert_eq!(
+        (promotion, scales),
+        (figures.promotion_cycles.unwrap(), 0.0)
+    );
+    assert!(promotion > 0.0);
+    let (blocks_us, promotion, scales) = time_and_sync(&example("fp8_block_scaled.dgml"));
+    assert_eq!(
+        (promotion, scales),
+        (
+            figures.promotion_cycles.unwrap(),
+            figures.kblock_scale_cycles.unwrap()
+        )
+    );
+    assert!(blocks_us > promoted_us, "{blocks_us} vs {promoted_us}");
+    let mut unpromoted = per_tensor.clone();
+    unpromoted
+        .hardware
+        .calibration
+        .backends
+        .get_mut(Backend::Sm90)
+        .promotion_cycles = Some(0.0);
+    assert!(time_and_sync(&unpromoted).0 < promoted_us);
+    assert_eq!(time_and_sync(&fixed(DType::Bf16, 4096, 4096, 7168)).1, 0.0);
+}

@@ -274,6 +274,7 @@ impl BackendImpl for Gemv {
             l2_efficiency: 0.80,
             smem_efficiency: 0.90,
             kblock_scale_cycles: None,
+            promotion_cycles: None,
             producer_regs: None,
             address_regs: None,
             // The H200's measured share (its hardware file says where from).

@@ -405,6 +405,7 @@ impl BackendImpl for Sm80 {
             l2_efficiency: 0.80,
             smem_efficiency: 0.90,
             kblock_scale_cycles: None,
+            promotion_cycles: None,
             producer_regs: None,
             address_regs: None,
             stream_efficiency: None,

@@ -321,10 +321,6 @@ pub fn consumer_registers(consumers: u32, hw: &Hardware) -> u32 {
     (left / (128 * consumers) / 8 * 8).min(240)
 }
 
-fn is_fp8(dtype: DType) -> bool {
-    matches!(dtype, DType::E4m3 | DType::E5m2)
-}
-
 /// Whether a tile's epilogue runs once the next tile's first k-tile of wgmmas has been issued,
 /// so that the tensor cores work through it (the kernel's DEFERRED_EPILOGUE): cooperative fp8
 /// kernels, whose wgmmas write the partial sums while the epilogue reads the sums, with D staged
@@ -341,7 +337,7 @@ fn defers_epilogue(plan: &Plan, input_bytes: u32) -> bool {
 /// accumulators (two-level accumulation): fp8 wgmma adds in limited precision, and a K-block
 /// scale can only be applied to a k-tile's partial sums.
 pub fn promotes(spec: &KernelSpec) -> bool {
-    is_fp8(spec.a().dtype)
+    spec.a().dtype.is_fp8()
 }
 
 /// f32 registers per consumer thread that hold results: `wg_m x tile_n` sums over 128 threads,
@@ -397,7 +393,7 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     let (a, b) = (spec.a(), spec.b());
     let sixteen_bit = a.dtype == b.dtype && matches!(a.dtype, DType::F16 | DType::Bf16);
     let tf32 = a.dtype == DType::Tf32 && b.dtype == DType::Tf32;
-    if !(sixteen_bit || tf32 || is_fp8(a.dtype) && is_fp8(b.dtype)) {
+    if !(sixteen_bit || tf32 || a.dtype.is_fp8() && b.dtype.is_fp8()) {
         return Err(fail(format!(
             "inputs {} x {}: this generator takes f16, bf16 or tf32 for both, or fp8 (e4m3, \
              e5m2) for both",
@@ -918,6 +914,7 @@ impl BackendImpl for Sm90 {
             l2_efficiency: 0.80,
             smem_efficiency: 0.90,
             kblock_scale_cycles: Some(0.0),
+            promotion_cycles: Some(0.0),
             producer_regs: Some(DEFAULT_PRODUCER_REGS),
             address_regs: Some(DEFAULT_ADDRESS_REGS),
             stream_efficiency: None,
@@ -957,7 +954,7 @@ impl BackendImpl for Sm90 {
     /// fp8 wgmma reads K-major operands only: an M-major A (`col`) or N-major B (`row`) of fp8
     /// is transposed by the launcher into a K-major workspace.
     fn transposes(&self, a: (DType, Layout), b: (DType, Layout)) -> [bool; 2] {
-        let fp8 = is_fp8(a.0) && is_fp8(b.0);
+        let fp8 = a.0.is_fp8() && b.0.is_fp8();
         [fp8 && a.1 != Layout::Row, fp8 && b.1 != Layout::Col]
     }
 

@@ -216,6 +216,12 @@ pub struct BackendCalibration {
     /// finish). Only a backend whose defaults have it reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kblock_scale_cycles: Option<f64>,
+    /// Cycles per k-tile that the two-level accumulation of fp8 adds to the main loop's critical
+    /// path, with or without K-block scales (sm90: each consumer waits for its k-tile's wgmmas
+    /// and adds their partial sums into its f32 sums before the next k-tile's wgmmas). Only a
+    /// backend whose defaults have it reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_cycles: Option<f64>,
     /// Registers a producer warpgroup keeps after `setmaxnreg.dec` (sm90: the generated kernel's
     /// figure too). Only a backend whose defaults have it reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -240,6 +246,7 @@ struct BackendCalibrationEntry {
     l2_efficiency: Option<f64>,
     smem_efficiency: Option<f64>,
     kblock_scale_cycles: Option<f64>,
+    promotion_cycles: Option<f64>,
     producer_regs: Option<u32>,
     address_regs: Option<u32>,
     stream_efficiency: Option<f64>,
@@ -265,6 +272,11 @@ impl BackendCalibrationEntry {
             defaults.kblock_scale_cycles.is_some(),
         )?;
         unread(
+            "promotion_cycles",
+            self.promotion_cycles.is_some(),
+            defaults.promotion_cycles.is_some(),
+        )?;
+        unread(
             "producer_regs",
             self.producer_regs.is_some(),
             defaults.producer_regs.is_some(),
@@ -284,6 +296,7 @@ impl BackendCalibrationEntry {
             l2_efficiency: self.l2_efficiency.unwrap_or(defaults.l2_efficiency),
             smem_efficiency: self.smem_efficiency.unwrap_or(defaults.smem_efficiency),
             kblock_scale_cycles: self.kblock_scale_cycles.or(defaults.kblock_scale_cycles),
+            promotion_cycles: self.promotion_cycles.or(defaults.promotion_cycles),
             producer_regs: self.producer_regs.or(defaults.producer_regs),
             address_regs: self.address_regs.or(defaults.address_regs),
             stream_efficiency: self.stream_efficiency.or(defaults.stream_efficiency),

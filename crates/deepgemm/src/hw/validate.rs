@@ -155,6 +155,9 @@ impl Hardware {
             if let Some(cycles) = figures.kblock_scale_cycles {
                 non_negative(field("kblock_scale_cycles"), cycles)?;
             }
+            if let Some(cycles) = figures.promotion_cycles {
+                non_negative(field("promotion_cycles"), cycles)?;
+            }
             if let Some(share) = figures.stream_efficiency {
                 fraction(field("stream_efficiency"), share)?;
             }
@@ -234,7 +237,7 @@ mod tests {
     #[test]
     fn impossible_calibration_constants_are_named() {
         type Mutation = fn(&mut crate::hw::Calibration);
-        let cases: [(&str, Mutation); 11] = [
+        let cases: [(&str, Mutation); 12] = [
             ("backends.sm80.l2_efficiency", |c| {
                 c.backends.get_mut(Backend::Sm80).l2_efficiency = 1.5
             }),
@@ -249,6 +252,9 @@ mod tests {
             }),
             ("backends.sm90.kblock_scale_cycles", |c| {
                 c.backends.get_mut(Backend::Sm90).kblock_scale_cycles = Some(-1.0)
+            }),
+            ("backends.sm90.promotion_cycles", |c| {
+                c.backends.get_mut(Backend::Sm90).promotion_cycles = Some(f64::NAN)
             }),
             ("syncthreads_cycles", |c| c.syncthreads_cycles = -1.0),
             ("queued_launch_us", |c| c.queued_launch_us = f64::NAN),

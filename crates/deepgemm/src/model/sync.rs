@@ -6,9 +6,11 @@
 //! - sm90 producer/consumer: the consumers wait on a full-barrier and arrive on an empty-barrier
 //!   per k-block; the producer runs ahead, so only the consumers' wait is on the critical path.
 //!
-//! - sm90 fp8 with K-block scales: each k-tile's scales are copied ahead, read back and applied
-//!   to its partial sums, which lengthens the path from one k-tile's wgmmas to the next by a
-//!   calibrated number of cycles (`calibration.backends.sm90.kblock_scale_cycles`).
+//! - sm90 fp8: each k-tile's partial sums are promoted into the f32 sums once its wgmmas are
+//!   done, which lengthens the path from one k-tile's wgmmas to the next by a calibrated number
+//!   of cycles (`calibration.backends.sm90.promotion_cycles`); with K-block scales, which are
+//!   copied ahead, read back and applied in that promotion, by a second one
+//!   (`calibration.backends.sm90.kblock_scale_cycles`).
 //!
 //! Other resident blocks keep the math pipes busy while one block waits, so a barrier's cost is
 //! divided by the blocks per SM. The epilogue is exposed once per wave for a one-tile-per-block
@@ -39,6 +41,10 @@ pub struct Sync {
     /// Cycles per k-block the K-block scales add to the main loop's critical path (sm90 fp8).
     #[serde(default)]
     pub kblock_scale_cycles: f64,
+    /// Cycles per k-block the promotion of fp8 partial sums adds to the main loop's critical
+    /// path (sm90 fp8, with or without K-block scales).
+    #[serde(default)]
+    pub promotion_cycles: f64,
     /// Whether a dedicated producer feeds consumers (sm90).
     pub producer_consumer: bool,
     /// Whether the epilogue overlaps other work (a ping-pong persistent kernel, whose other
@@ -53,28 +59,33 @@ pub struct Sync {
 }
 
 /// Barrier pattern of a plan; `exposed_us` is filled in by the caller once waves are known.
-/// `input_bytes`: the size of an A (and B) element.
+/// `input_bytes`: the size of an A (and B) element; `promotes`: whether the kernel sums fp8
+/// products in two levels.
 pub fn barriers(
     plan: &Plan,
     k_blocks: u64,
     k_block_scaled: bool,
+    promotes: bool,
     input_bytes: u32,
     hw: &Hardware,
 ) -> Sync {
     let cal = &hw.calibration;
     let implementation = backend::of(plan.backend);
     let (kind, barriers_per_kblock, barrier_cycles) = implementation.barrier(plan, cal);
+    let figures = cal.backends.get(plan.backend);
     Sync {
         kind,
         barriers_per_kblock,
         barrier_cycles,
         barriers_per_block: k_blocks * barriers_per_kblock as u64,
+        // A backend without these figures stages no K-block scales and promotes nothing.
         kblock_scale_cycles: if k_block_scaled {
-            // A backend without the figure stages no K-block scales of its own.
-            cal.backends
-                .get(plan.backend)
-                .kblock_scale_cycles
-                .unwrap_or(0.0)
+            figures.kblock_scale_cycles.unwrap_or(0.0)
+        } else {
+            0.0
+        },
+        promotion_cycles: if promotes {
+            figures.promotion_cycles.unwrap_or(0.0)
         } else {
             0.0
         },
@@ -89,7 +100,8 @@ pub fn barriers(
 /// Barrier cycles a wave's critical path carries when `blocks_per_sm` blocks share an SM.
 pub fn exposed_cycles_per_wave(sync: &Sync, blocks_per_sm: u64) -> f64 {
     let k_blocks = sync.barriers_per_block as f64 / sync.barriers_per_kblock.max(1) as f64;
-    (sync.barriers_per_block as f64 * sync.barrier_cycles + k_blocks * sync.kblock_scale_cycles)
+    (sync.barriers_per_block as f64 * sync.barrier_cycles
+        + k_blocks * (sync.kblock_scale_cycles + sync.promotion_cycles))
         / blocks_per_sm.max(1) as f64
 }
 
@@ -107,6 +119,7 @@ mod tests {
             barrier_cycles: hw.calibration.syncthreads_cycles,
             barriers_per_block: 128,
             kblock_scale_cycles: 0.0,
+            promotion_cycles: 0.0,
             producer_consumer: false,
             epilogue_hidden: false,
             epilogue_under_next_k_tile: false,

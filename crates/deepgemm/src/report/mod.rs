@@ -50,6 +50,7 @@
 use crate::backend::{self, generated_backends};
 use crate::hw::{Calibration, Hardware, Provenance};
 use crate::model::schedule::{self, OccupancyLimit};
+use crate::model::sync::Sync;
 use crate::model::{Bottleneck, Prediction};
 use crate::plan::{Backend, Plan, Shape, ShapeBucket};
 use crate::search::{
@@ -596,14 +597,7 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
         p.sync.kind,
         s.geometry.k_blocks,
         p.sync.barrier_cycles,
-        if p.sync.kblock_scale_cycles > 0.0 {
-            format!(
-                ", + {:.0} cycles per k-block for the fp8 K-block scales",
-                p.sync.kblock_scale_cycles
-            )
-        } else {
-            String::new()
-        },
+        fp8_cycles(&p.sync),
         p.sync.exposed_us,
         if p.sync.epilogue_hidden {
             "hidden under the other consumer's main loop (ping-pong)"
@@ -660,6 +654,26 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
 
 /// Blocks per SM and waves: at ptxas's register count when the variant was compiled and that
 /// count changes them (the model's figures are then only the estimate), else the model's.
+/// The fp8 terms of the synchronization row: the promotion, and the K-block scales on top.
+fn fp8_cycles(sync: &Sync) -> String {
+    let mut text = String::new();
+    if sync.promotion_cycles > 0.0 {
+        let _ = write!(
+            text,
+            ", + {:.0} cycles per k-block for the fp8 promotion",
+            sync.promotion_cycles
+        );
+    }
+    if sync.kblock_scale_cycles > 0.0 {
+        let _ = write!(
+            text,
+            ", + {:.0} cycles per k-block for the fp8 K-block scales",
+            sync.kblock_scale_cycles
+        );
+    }
+    text
+}
+
 fn occupancy_text(b: &BucketAnalysis) -> String {
     let s = &b.winner.prediction.schedule;
     let model = format!(
