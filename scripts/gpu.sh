@@ -192,7 +192,8 @@ profile() {
 
 ab() {
   # Builds timed in turn on one machine: $AB_BASELINE (one or more other builds' `deepgemm`,
-  # carried under .gpu/, separated by spaces) and this build each bench $AB_RUNS (suite files, or SPEC@M,N,K[;M,N,K...])
+  # carried under .gpu/, separated by spaces; their file names must differ, as they name the
+  # outputs) and this build each bench $AB_RUNS (suite files, or SPEC@M,N,K[;M,N,K...])
   # $AB_ROUNDS times (default 2), as ab-BUILD-NAME-ROUND.{json,log}: a change timed against its
   # parent on one machine, where figures of different calls differ by a few percent.
   : "${AB_BASELINE:?set AB_BASELINE to the baseline binary, e.g. .gpu/deepgemm-base}"

@@ -71,6 +71,13 @@ pub fn encode(
             dims[0], dims[1]
         )));
     }
+    // The kernels address a flat view's elements with signed 32-bit TMA coordinates.
+    if map.flat && dims[0] > i32::MAX as u64 {
+        return Err(invalid(format!(
+            "{} elements are beyond the 2^31 a flat TMA view can address",
+            dims[0]
+        )));
+    }
     if pitch >= 1 << 40 {
         return Err(invalid(format!(
             "a pitch of {pitch} bytes is beyond TMA's 2^40 limit"

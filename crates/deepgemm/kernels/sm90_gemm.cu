@@ -21,7 +21,7 @@
 // With PROMOTE (fp8 inputs), accumulation has two levels: wgmma sums one k-tile's products into
 // `part` (its fp8 adds keep fewer bits than f32), and the consumer then adds `part` into the f32
 // sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
-// 128x128 recipe), which the producer warp copies beside the k-tile's stage. (Two cooperating
+// 128x128 recipe), which the producer brings beside the k-tile's stage. (Two cooperating
 // consumers wait and promote at about the same moments, while the tensor cores idle: issuing
 // their k-tiles in strict turn measured slower, bench/RESULTS.md.) A cooperative fp8 consumer
 // runs a tile's epilogue once it has issued the next tile's first k-tile (DEFERRED_EPILOGUE),
@@ -490,8 +490,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     const int lane = threadIdx.x;
     const bool a_scales_by_tma = A_SCALES_BY_TMA && M % 4 == 0;
     // The lanes' share of k-tile kt's scales of the tile at (m0, n0) into `slot`: A's of its
-    // TILE_M rows (unless thread 0 loads them by TMA), then B's of its COL_SCALES blocks of columns. Rows and
-    // columns outside D get zeros (not read).
+    // TILE_M rows (unless thread 0 loads them by TMA), then B's of its COL_SCALES blocks of
+    // columns. Rows and columns outside D get zeros (not read).
     auto stage_scales = [&](int kt, int m0, int n0, unsigned slot) {
       const int k0 = kt * TILE_K;
       if constexpr (SCALE_ROWS > 0) {

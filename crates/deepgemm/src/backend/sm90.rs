@@ -976,9 +976,8 @@ impl BackendImpl for Sm90 {
         })
     }
 
-    /// wgmma reads A and B from shared memory through descriptors; fp8 products are summed
-    /// apart per k-tile (a second set of accumulators) and promoted into the first.
-    /// fp8: one m64 slice's partial sums of a k-tile (a consumer's slices take turns with them).
+    /// wgmma reads A and B from shared memory through descriptors: no fragments but fp8's one
+    /// m64 slice of partial sums of a k-tile (a consumer's slices take turns with them).
     fn fragment_registers(&self, plan: &Plan, _accumulators: u32, input_bytes: u32) -> u32 {
         if input_bytes == 1 {
             plan.tile.n / 2

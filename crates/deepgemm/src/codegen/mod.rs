@@ -106,8 +106,9 @@ pub struct TensorMapArg {
 
 /// How the launch grid follows from the shape. One block per output tile: `grid.x` =
 /// ceil(M/tile_m) * ceil(N/tile_n) (walked in the plan's raster order inside the kernel),
-/// `grid.y` = split_k. Persistent: as many blocks as can be resident at once (at most one per
-/// output tile, in whole clusters), each looping over tiles with a stride of the grid.
+/// `grid.y` = split_k. Persistent: as many blocks as the rounds of tiles need (at most as many
+/// as can be resident at once, in whole clusters), each looping over tiles with a stride of the
+/// grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GridRule {
     pub tile_m: u32,
@@ -509,8 +510,8 @@ fn header(
     lines.extend(described.iter().cloned());
     lines.push(if plan.persistent {
         format!(
-            "grid.x = resident blocks (at most one per SM); ceil(M/{}) * ceil(N/{}) output tiles \
-             walked with a stride of the grid, in groups of {} tile rows",
+            "grid.x = as many blocks as the rounds of tiles need (at most one per SM); ceil(M/{}) * \
+             ceil(N/{}) output tiles walked with a stride of the grid, in groups of {} tile rows",
             plan.tile.m,
             plan.tile.n,
             plan.raster.group_m.max(1)

@@ -2,10 +2,10 @@
 //!
 //! accumulators (TILE_M x TILE_N / math threads, one fp32 register each) + A/B fragments (double
 //! buffered across k-steps) + addresses (a base, the backend's own where it has one, plus a share
-//! per cp.async copy a thread issues per stage: the copies are unrolled) + epilogue temporaries (which reuse the registers of fp8
-//! partial sums, dead by the epilogue), against the per-thread cap: the
-//! hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the consumers' share
-//! after the producer gives registers back with `setmaxnreg`.
+//! per cp.async copy a thread issues per stage: the copies are unrolled) + epilogue temporaries
+//! (which reuse the registers of fp8 partial sums, dead by the epilogue), against the per-thread
+//! cap: the hardware's `max_regs_per_thread`, or for a warp-specialized Hopper plan the
+//! consumers' share after the producer gives registers back with `setmaxnreg`.
 
 use crate::backend;
 use crate::hw::Hardware;

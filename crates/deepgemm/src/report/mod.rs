@@ -652,8 +652,6 @@ fn render_bucket(out: &mut String, b: &BucketAnalysis) {
     }
 }
 
-/// Blocks per SM and waves: at ptxas's register count when the variant was compiled and that
-/// count changes them (the model's figures are then only the estimate), else the model's.
 /// The fp8 terms of the synchronization row: the promotion, and the K-block scales on top.
 fn fp8_cycles(sync: &Sync) -> String {
     let mut text = String::new();
@@ -674,6 +672,8 @@ fn fp8_cycles(sync: &Sync) -> String {
     text
 }
 
+/// Blocks per SM and waves: at ptxas's register count when the variant was compiled and that
+/// count changes them (the model's figures are then only the estimate), else the model's.
 fn occupancy_text(b: &BucketAnalysis) -> String {
     let s = &b.winner.prediction.schedule;
     let model = format!(
