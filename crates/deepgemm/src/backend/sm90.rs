@@ -340,11 +340,21 @@ pub fn promotes(spec: &KernelSpec) -> bool {
     spec.a().dtype.is_fp8()
 }
 
+/// f32 registers per consumer thread that hold one m64 slice's partial sums of a k-tile (a
+/// consumer's slices take turns with them): an m64 x tile_n wgmma result over 128 threads.
+fn partial_sum_registers(tile_n: u32) -> u32 {
+    tile_n / 2
+}
+
 /// f32 registers per consumer thread that hold results: `wg_m x tile_n` sums over 128 threads,
-/// and when the kernel promotes one m64 slice's partial sums of a k-tile (a consumer's slices
-/// take turns with them).
+/// and when the kernel promotes the partial sums too.
 pub fn accumulator_registers(spec: &KernelSpec, wg_m: u32, tile_n: u32) -> u32 {
-    wg_m * tile_n / 128 + if promotes(spec) { tile_n / 2 } else { 0 }
+    wg_m * tile_n / 128
+        + if promotes(spec) {
+            partial_sum_registers(tile_n)
+        } else {
+            0
+        }
 }
 
 /// wgmma reads tf32 operands K-major only (its transpose bits are for 16-bit types) and the
@@ -980,7 +990,7 @@ impl BackendImpl for Sm90 {
     /// m64 slice of partial sums of a k-tile (a consumer's slices take turns with them).
     fn fragment_registers(&self, plan: &Plan, _accumulators: u32, input_bytes: u32) -> u32 {
         if input_bytes == 1 {
-            plan.tile.n / 2
+            partial_sum_registers(plan.tile.n)
         } else {
             0
         }
