@@ -285,9 +285,7 @@ const DEFAULT_PRODUCER_REGS: u32 = 40;
 /// Registers a consumer thread keeps for addresses, loop counters and predicates (the hardware
 /// file's `calibration.backends.sm90.address_regs`): fewer than sm80's 40, as the wgmma
 /// descriptors, the barrier addresses and the tile loop live in uniform registers. 32 is what
-/// ptxas leaves: 128x192 fp8 with 1x128 / 128x128 scales and a deferred epilogue (96 sums, 96
-/// partial sums of the next tile in flight, the epilogue's temporaries) compiles in the
-/// consumers' 232 without local memory (NVRTC 13.0).
+/// ptxas leaves beside [`max_accumulators`]' widest fp8 consumer with a deferred epilogue.
 const DEFAULT_ADDRESS_REGS: u32 = 32;
 
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`: the hardware file's

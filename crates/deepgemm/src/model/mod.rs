@@ -431,7 +431,6 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
         plan,
         geo.k_blocks,
         problem.k_block_scaled,
-        problem.a.is_fp8(),
         problem.a.size_bytes(),
         hw,
     );

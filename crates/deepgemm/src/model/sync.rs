@@ -59,13 +59,11 @@ pub struct Sync {
 }
 
 /// Barrier pattern of a plan; `exposed_us` is filled in by the caller once waves are known.
-/// `input_bytes`: the size of an A (and B) element; `promotes`: whether the kernel sums fp8
-/// products in two levels.
+/// `input_bytes`: the size of an A (and B) element.
 pub fn barriers(
     plan: &Plan,
     k_blocks: u64,
     k_block_scaled: bool,
-    promotes: bool,
     input_bytes: u32,
     hw: &Hardware,
 ) -> Sync {
@@ -84,7 +82,9 @@ pub fn barriers(
         } else {
             0.0
         },
-        promotion_cycles: if promotes {
+        // 1-byte inputs are fp8 where the figure exists (sm90 takes no i8), summed in two levels
+        // as the backend's fragment registers count them.
+        promotion_cycles: if input_bytes == 1 {
             figures.promotion_cycles.unwrap_or(0.0)
         } else {
             0.0
