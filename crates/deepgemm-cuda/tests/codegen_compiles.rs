@@ -509,12 +509,15 @@ fn sm90_configs_compile_to_hgmma_without_local_memory() {
         ((64, 192), 6, 1, false, 1),
     ];
     // fp8 without K-block scales (per-tensor scales are applied in the epilogue), up to 192
-    // columns per consumer.
+    // columns per consumer, and two m64 slices per consumer (the per-tensor pick of the fp8
+    // suite's largest shapes: a build whose 256x128 per-tensor kernel spilled ran 4x slower,
+    // bench/RESULTS.md 2026-12-06 "turns").
     let fp8_unscaled_configs = [
         ((64, 128), 8, 2, true, 2),
         ((128, 128), 6, 2, false, 2),
         ((128, 176), 5, 2, false, 2),
         ((128, 192), 5, 2, false, 2),
+        ((256, 128), 4, 2, false, 2),
     ];
     for (block_scales, d_layout, output) in [
         (true, Layout::Row, DType::Bf16),

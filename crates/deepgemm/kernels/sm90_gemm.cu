@@ -23,7 +23,8 @@
 // sums `acc` on the CUDA cores, times the k-tile's K-block scales of A and B (DeepSeek's 1x128 /
 // 128x128 recipe), which the producer brings beside the k-tile's stage. (Two cooperating
 // consumers wait and promote at about the same moments, while the tensor cores idle: issuing
-// their k-tiles in strict turn measured slower, bench/RESULTS.md.) A cooperative fp8 consumer
+// their k-tiles in strict turn measured slower, and so did turns per m64 slice passed on before
+// the slice's last wgmma, bench/RESULTS.md 2026-12-06.) A cooperative fp8 consumer
 // runs a tile's epilogue once it has issued the next tile's first k-tile (DEFERRED_EPILOGUE),
 // so the tensor cores work through it.
 // ---------------------------------------------------------------------------------------------
