@@ -404,6 +404,55 @@ fn every_example_variant_compiles_for_every_arch() {
     check_all(&others, &TENSOR_ARCHS);
 }
 
+/// The plan the model picks for each shape of every benchmark suite (`bench/suites`: the shapes
+/// of bench/RESULTS.md's figures) compiles for sm_90a without spills, and an sm90 pick's SASS has
+/// no local memory: the register model checked on the plans that are timed, not only on the
+/// configurations listed here (a per-tensor fp8 build whose 256x128 pick spilled ran four times
+/// slower, bench/RESULTS.md 2026-12-06). Shapes that give the same source compile once.
+#[test]
+fn every_bench_suite_pick_compiles_without_spills() {
+    if !nvrtc_or_skip("every_bench_suite_pick_compiles_without_spills") {
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/suites");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    paths.sort();
+    let mut sources = std::collections::HashSet::new();
+    let (mut sm90, mut others) = (Vec::new(), Vec::new());
+    for path in paths {
+        let suite = deepgemm::suite::Suite::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let file = deepgemm::spec::parse_file(&suite.spec).unwrap_or_else(|d| panic!("{d}"));
+        let spec = match &suite.kernel {
+            Some(name) => file.kernels.into_iter().find(|k| &k.name == name).unwrap(),
+            None => file.kernels.into_iter().next().unwrap(),
+        };
+        for shape in &suite.shapes {
+            let mut at = spec.clone();
+            at.shape = deepgemm::spec::ShapeSpec::fixed(*shape);
+            let result = deepgemm::search::search(&at).unwrap_or_else(|e| panic!("{e}"));
+            let plan = result.buckets[0].winner().plan.clone();
+            let source = generate(&at, &plan, "v0").unwrap().source;
+            if sources.insert(source) {
+                let label = format!("{} {shape} {}", suite.name, plan.label());
+                let cases = if plan.backend == Backend::Sm90 {
+                    &mut sm90
+                } else {
+                    &mut others
+                };
+                cases.push((label, at, plan));
+            }
+        }
+    }
+    assert!(!sm90.is_empty(), "the suites target Hopper");
+    check_all(&sm90, &["sm_90a"]);
+    check_sass(&sm90);
+    check_all(&others, &["sm_90a"]);
+}
+
 /// Every sm90 configuration the generator offers (schedules, layouts, dtypes, clusters, odd tile
 /// widths) compiles for sm_90a, and its SASS runs on wgmma with no local memory.
 #[test]
