@@ -370,20 +370,27 @@ fn simt_dtypes_layouts_and_scales() {
 
 /// Every variant `deepgemm compile` would write for the shipped examples (one per shape bucket,
 /// the search's winner) compiles cleanly for every architecture.
+/// The files of the repository's `dir` whose names end in `.EXT`, in name order.
+fn repo_files(dir: &str, ext: &str) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(dir);
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    paths.sort();
+    paths
+}
+
 #[test]
 fn every_example_variant_compiles_for_every_arch() {
     if !nvrtc_or_skip("every_example_variant_compiles_for_every_arch") {
         return;
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut cases = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dgml"))
-        .collect();
-    paths.sort();
-    for path in paths {
+    for path in repo_files("examples", "dgml") {
         let file = deepgemm::spec::parse_file(&path).unwrap_or_else(|d| panic!("{d}"));
         for spec in file.kernels {
             let result = deepgemm::search::search(&spec).unwrap_or_else(|e| panic!("{e}"));
@@ -414,16 +421,9 @@ fn every_bench_suite_pick_compiles_without_spills() {
     if !nvrtc_or_skip("every_bench_suite_pick_compiles_without_spills") {
         return;
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/suites");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    paths.sort();
     let mut sources = std::collections::HashSet::new();
     let (mut sm90, mut others) = (Vec::new(), Vec::new());
-    for path in paths {
+    for path in repo_files("bench/suites", "toml") {
         let suite = deepgemm::suite::Suite::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let file = deepgemm::spec::parse_file(&suite.spec).unwrap_or_else(|d| panic!("{d}"));
         let spec = match &suite.kernel {
