@@ -58,7 +58,8 @@ scale_slot_report_only() {
 sanitizer() {
   local rc=0
   # Edge tiles, K below one tile, ld = K+1 and 2-byte-misaligned bases (the repack path): odd_shape
-  # plans sm90 (TMA), decode's M=1 bucket and mlp_up's rows plan what the model picks for them.
+  # plans sm90 (TMA), decode's M=1 bucket and mlp_up's rows plan what the model picks for them;
+  # tiny_forced reads elements at every skew straight from global memory.
   for args in "examples/odd_shape.dgml --shape 127,129,255" \
               "examples/odd_shape.dgml --shape 17,33,65 --ld-pad 1" \
               "examples/odd_shape.dgml --shape 33,65,7 --misalign 2" \
@@ -66,7 +67,9 @@ sanitizer() {
               "examples/fp8_block_scaled.dgml --shape 128,7168,2048" \
               "examples/fp8_to_fp8.dgml --shape 127,129,255" \
               "examples/mlp_up.dgml --shape 300,14336,4096 --ld-pad 3" \
-              "examples/gemm_tf32.dgml --shape 127,129,255 --ld-pad 1"; do
+              "examples/gemm_tf32.dgml --shape 127,129,255 --ld-pad 1" \
+              "bench/specs/tiny_forced.dgml --shape 17,33,65 --ld-pad 1" \
+              "bench/specs/tiny_forced.dgml --shape 127,129,255 --misalign 2"; do
     echo "== compute-sanitizer memcheck: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
     # shellcheck disable=SC2086
     compute-sanitizer --tool memcheck --error-exitcode 9 $deepgemm run $args --no-time \

@@ -171,6 +171,15 @@ fn gpu_gemv_shared_cases() {
     check_matrix(&gpu(), Backend::Gemv, &cases);
 }
 
+/// The tiny backend: its own cases (gpu_support::tiny) and the shared matrix's small ones, each
+/// forced onto tiny plans; nothing is repacked (element loads at any alignment and layout).
+#[test]
+fn gpu_tiny_matrix() {
+    let reports = check_matrix(&gpu(), Backend::Tiny, &gpu_support::matrix(Backend::Tiny));
+    assert!(reports.iter().all(|r| r.plan.starts_with("tiny")));
+    assert!(reports.iter().all(|r| r.repacked.is_empty()));
+}
+
 /// fp8 on sm90 against the dequantized f64 reference (‖D−ref‖/‖ref‖ < 1e-2; issue 12): every
 /// scaling, both formats, ragged and misaligned shapes, epilogues and schedules.
 #[test]

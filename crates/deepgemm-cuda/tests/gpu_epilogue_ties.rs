@@ -119,6 +119,11 @@ fn gpu_epilogue_ties_gemv() {
     check_ties(Backend::Gemv);
 }
 
+#[test]
+fn gpu_epilogue_ties_tiny() {
+    check_ties(Backend::Tiny);
+}
+
 /// f32 inputs to a tf32 GEMM as bit patterns, with the tf32 value the tensor cores must multiply:
 /// the nearest, ties away from zero, on both backends (sm80's `cvt.rna` at each fragment, sm90's
 /// copy engine through TFLOAT32 tensor maps, measured so on the H200: bench/RESULTS.md,

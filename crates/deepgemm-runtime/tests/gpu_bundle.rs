@@ -139,6 +139,11 @@ fn gpu_bundle_gemv_matrix() {
     check_cases(Backend::Gemv, &gpu_support::matrix(Backend::Gemv));
 }
 
+#[test]
+fn gpu_bundle_tiny_matrix() {
+    check_cases(Backend::Tiny, &gpu_support::matrix(Backend::Tiny));
+}
+
 /// An M range (several variants, each picked by the dispatch table), at shapes inside every
 /// bucket; repeated launches encode no new tensor map and allocate nothing.
 #[test]

@@ -416,34 +416,6 @@ __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* rin
   }
 }
 
-// Sums v[0..N) over the warp's lanes, transposing as it goes: each halving trades half the
-// values with the lane `offset` away, so N values take N - 1 + (5 - log2 N) shuffles in all.
-// Lane l ends with the sum of value (l >> (5 - log2 N)).
-template <int N>
-__device__ __forceinline__ float dg_warp_transpose_sum(float (&v)[ACC]) {
-  const int lane = threadIdx.x % 32;
-  int live = N;
-#pragma unroll
-  for (int offset = 16; offset >= 1; offset /= 2) {
-    if (live > 1) {
-      const int half = live / 2;
-      const bool upper = lane & offset;
-#pragma unroll
-      for (int i = 0; i < VALUES / 2; ++i) {
-        if (i < half) {
-          const float send = upper ? v[i] : v[i + half];
-          const float keep = upper ? v[i + half] : v[i];
-          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-        }
-      }
-      live = half;
-    } else {
-      v[0] += __shfl_xor_sync(0xffffffffu, v[0], offset);
-    }
-  }
-  return v[0];
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
   // First of all: the vectors read below may be an earlier kernel's output.
   dg_wait_for_prior_grids();

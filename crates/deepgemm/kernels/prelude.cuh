@@ -245,6 +245,37 @@ struct dg_amax {
   }
 };
 
+// ---- warp sums ---------------------------------------------------------------------------
+// Sums v[0..N) over the warp's lanes, transposing as it goes: each halving trades half the
+// values with the lane `offset` away, so N values (a power of two, at most 32) take
+// N - 1 + (5 - log2 N) shuffles in all. Lane l ends with the sum of value (l >> (5 - log2 N)).
+// The CUDA-core kernels whose lanes split K (gemv's FFMA sums, tiny) reduce with it.
+template <int N, int SIZE>
+__device__ __forceinline__ float dg_warp_transpose_sum(float (&v)[SIZE]) {
+  static_assert(N <= SIZE && N <= 32 && (N & (N - 1)) == 0, "2^n <= 32 values of the array");
+  const int lane = threadIdx.x % 32;
+  int live = N;
+#pragma unroll
+  for (int offset = 16; offset >= 1; offset /= 2) {
+    if (live > 1) {
+      const int half = live / 2;
+      const bool upper = lane & offset;
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        if (i < half) {
+          const float send = upper ? v[i] : v[i + half];
+          const float keep = upper ? v[i + half] : v[i];
+          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+        }
+      }
+      live = half;
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], offset);
+    }
+  }
+  return v[0];
+}
+
 // ---- tile order -----------------------------------------------------------------------------
 // Programmatic dependent launch: right behind the repack copy the GEMM is launched early, so
 // its launch overlaps the copy. Every thread waits here, first thing in the kernel (the scales

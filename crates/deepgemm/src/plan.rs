@@ -18,10 +18,19 @@ pub enum Backend {
     /// CUDA-core streaming kernel for GEMMs with a few rows or columns (decode-sized M, a
     /// handful of outputs per row): reads the large operand once, at any alignment.
     Gemv,
+    /// CUDA-core kernel for GEMMs too small to pay for a pipeline: each warp's lanes load
+    /// their share of K straight from global memory and sum it.
+    Tiny,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 4] = [Backend::Sm90, Backend::Sm80, Backend::Simt, Backend::Gemv];
+    pub const ALL: [Backend; 5] = [
+        Backend::Sm90,
+        Backend::Sm80,
+        Backend::Simt,
+        Backend::Gemv,
+        Backend::Tiny,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -29,6 +38,7 @@ impl Backend {
             Backend::Sm80 => "sm80",
             Backend::Simt => "simt",
             Backend::Gemv => "gemv",
+            Backend::Tiny => "tiny",
         }
     }
 

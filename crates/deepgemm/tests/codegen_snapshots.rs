@@ -10,7 +10,7 @@
 
 mod codegen_specs;
 
-use codegen_specs::{gemv_plan, simt_plan, sm80_plan, sm90_plan, spec, SpecShape};
+use codegen_specs::{gemv_plan, simt_plan, sm80_plan, sm90_plan, spec, tiny_plan, SpecShape};
 use deepgemm::codegen::{generate, generated_parts, GeneratedParts};
 use deepgemm::dtype::DType;
 use deepgemm::plan::Plan;
@@ -21,7 +21,7 @@ type CaseBuilder = fn() -> (KernelSpec, Plan);
 
 /// One (spec, plan) per backend and per schedule or staging mode its generator has, by
 /// snapshot name.
-const CASES: [(&str, CaseBuilder); 12] = [
+const CASES: [(&str, CaseBuilder); 13] = [
     // sm80: 16-bit operands in XOR-swizzled shared memory, a fused bias + GELU.
     ("sm80_bf16_bias_gelu", || {
         let spec = spec(&SpecShape {
@@ -80,6 +80,18 @@ const CASES: [(&str, CaseBuilder); 12] = [
             ..SpecShape::default()
         });
         let plan = gemv_plan(&spec, (1, 16, 512), 4);
+        (spec, plan)
+    }),
+    // tiny: 4x4 outputs per warp, four warp-wide steps of K per loop turn, a column-major A and
+    // a per-row amax of an fp8 D.
+    ("tiny_bf16_col_a_e4m3_d_amax_per_row", || {
+        let spec = spec(&SpecShape {
+            a_layout: Layout::Col,
+            output: DType::E4m3,
+            amax_per_row: Some(true),
+            ..SpecShape::default()
+        });
+        let plan = tiny_plan(&spec, (4, 16, 128));
         (spec, plan)
     }),
     // simt storing an fp8 D with the amax of the whole tensor.

@@ -461,6 +461,10 @@ pub fn matrix(backend: Backend) -> Vec<Case> {
             cases.retain(gemv_takes);
             cases.extend(gemv());
         }
+        Backend::Tiny => {
+            cases.retain(tiny_takes);
+            cases.extend(tiny());
+        }
         Backend::Sm80 => {
             cases.push(Case::new("tf32", "f32", (17, 33, 65)));
             cases.push(Case::new("tf32", "f32", (1000, 3000, 2000)));
@@ -572,6 +576,73 @@ pub fn gemv() -> Vec<Case> {
         cases.push(Case::new("bf16", "bf16", (4, 1001, 999)).epilogue(epilogue));
         cases.push(
             Case::new("f16", "f16", (999, 6, 1001))
+                .epilogue(epilogue)
+                .ld_pad(1),
+        );
+    }
+    cases
+}
+
+/// Whether a case of the shared matrix suits the tiny kernel, which reloads its operands from L1
+/// and L2 for every warp: up to 2^31 multiply-adds (1000x3000x2000 is 6 x 10^9).
+pub fn tiny_takes(case: &Case) -> bool {
+    let Shape { m, n, k } = case.shape;
+    m * n * k <= 1 << 31
+}
+
+/// The tiny kernel: every warp tile forced (rows past M and columns past N read the last row
+/// and column), K below one warp-wide step, inside one loop turn and over several, every
+/// layout at 2-byte skews (ld + 1, odd bases), 4-byte and unscaled fp8 inputs, e4m3 x e5m2, fp8 D
+/// with amax per tensor and per row, epilogues.
+pub fn tiny() -> Vec<Case> {
+    const FORCED: [&str; 5] = [
+        "TILE_M == 1; TILE_N == 4; TILE_K == 32;",
+        "TILE_M == 4; TILE_N == 16; TILE_K == 128;",
+        "TILE_M == 2; TILE_N == 32; TILE_K == 256;",
+        "TILE_M == 1; TILE_N == 32; TILE_K == 64;",
+        "TILE_M == 4; TILE_N == 8; TILE_K == 32;",
+    ];
+    let mut cases = Vec::new();
+    for constraints in FORCED {
+        for shape in [(17, 33, 65), (1, 1, 1), (5, 3, 31), (33, 70, 1000)] {
+            cases.push(Case::new("bf16", "bf16", shape).constraints(constraints));
+        }
+        for layouts in LAYOUTS {
+            cases.push(
+                Case::new("bf16", "bf16", (127, 129, 255))
+                    .layouts(layouts)
+                    .ld_pad(1)
+                    .base_offset(2)
+                    .constraints(constraints),
+            );
+        }
+    }
+    for (a, d) in [
+        ("f32", "f32"),
+        ("tf32", "f32"),
+        ("f16", "f16"),
+        ("e4m3", "bf16"),
+        ("e5m2", "f32"),
+    ] {
+        cases.push(Case::new(a, d, (17, 33, 65)).ld_pad(1));
+        cases.push(Case::new(a, d, (127, 129, 255)).layouts(["col", "row", "col"]));
+    }
+    cases.push(Case::new("bf16", "f32", (300, 2, 4000)).base_offset(2));
+    cases.push(Case::new("e4m3", "bf16", (127, 129, 255)).input_b("e5m2"));
+    cases.push(
+        Case::new("bf16", "e4m3", (37, 41, 300))
+            .epilogue(Epilogue::Quantize)
+            .amax(true),
+    );
+    cases.push(Case::new("bf16", "bf16", (37, 41, 300)).amax(false));
+    for epilogue in [
+        Epilogue::AlphaBetaC,
+        Epilogue::BiasGelu,
+        Epilogue::BiasGeluTanh,
+    ] {
+        cases.push(
+            Case::new("bf16", "bf16", (17, 33, 65))
+                .layouts(["col", "row", "col"])
                 .epilogue(epilogue)
                 .ld_pad(1),
         );

@@ -14,6 +14,7 @@ mod gemv;
 mod simt;
 mod sm80;
 mod sm90;
+mod tiny;
 
 use crate::codegen::{epilogue, CodegenError, KernelArg};
 use crate::dtype::DType;
@@ -31,6 +32,7 @@ pub fn of(backend: Backend) -> &'static dyn BackendImpl {
         Backend::Sm80 => &sm80::Sm80,
         Backend::Simt => &simt::Simt,
         Backend::Gemv => &gemv::Gemv,
+        Backend::Tiny => &tiny::Tiny,
     }
 }
 

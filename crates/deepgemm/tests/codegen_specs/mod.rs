@@ -275,6 +275,28 @@ pub fn gemv_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32) -> Plan 
     plan
 }
 
+/// A tiny plan: `tile` = (rows per warp, columns of the block's 4 warps, K per loop turn).
+pub fn tiny_plan(spec: &KernelSpec, tile: (u32, u32, u32)) -> Plan {
+    let mut plan = plan(
+        spec,
+        Backend::Tiny,
+        Tile {
+            m: tile.0,
+            n: tile.1,
+            k: tile.2,
+        },
+        1,
+        ThreadLayout::Threads { count: 128 },
+        1,
+    );
+    plan.operands = OperandPath {
+        a_copy_bytes: spec.a().dtype.size_bytes(),
+        b_copy_bytes: spec.b().dtype.size_bytes(),
+        repack_misaligned: false,
+    };
+    plan
+}
+
 pub fn simt_plan(spec: &KernelSpec, tile: (u32, u32, u32), stages: u32) -> Plan {
     let layout = ThreadLayout::Threads { count: 256 };
     plan(
