@@ -155,7 +155,8 @@ fn two_binding_constraints_are_both_reported() {
     let mut spec = fixed(DType::Bf16, 4096, 4096, 4096);
     spec.constraints = vec![
         constraint(Observable::Tflops, ConstraintOp::Ge, 2000.0),
-        constraint(Observable::Smem, ConstraintOp::Le, 100.0),
+        // Not smem: tiny plans have none.
+        constraint(Observable::Registers, ConstraintOp::Le, 16.0),
     ];
     let err = search(&spec).unwrap_err();
     let SearchError::Infeasible { .. } = &err else {
@@ -163,7 +164,7 @@ fn two_binding_constraints_are_both_reported() {
     };
     let message = err.to_string();
     assert!(
-        message.contains("tflops >= 2000") && message.contains("smem <= 100"),
+        message.contains("tflops >= 2000") && message.contains("registers <= 16"),
         "{message}"
     );
 }

@@ -73,7 +73,7 @@ fn typed(input: &str) -> KernelSpec {
         .remove(0)
 }
 
-/// f32 is never planned at tf32 precision: it has only CUDA-core plans (simt FFMA), tf32 takes
+/// f32 is never planned at tf32 precision: it has only CUDA-core plans (simt and tiny FFMA), tf32 takes
 /// the tensor cores, and the report says which path each is.
 #[test]
 fn f32_is_planned_at_f32_accuracy_and_explained() {
@@ -86,16 +86,14 @@ fn f32_is_planned_at_f32_accuracy_and_explained() {
     assert_eq!(fw.plan.backend, Backend::Simt, "{}", fw.label);
     assert_eq!(fw.prediction.schedule.math.instruction, "ffma");
     // No f32 plan of a tensor-core backend exists, not even model-only.
+    let cuda_cores = |b: Backend| matches!(b, Backend::Simt | Backend::Tiny);
     for (backend, count) in &fb.enumerated_by_backend {
         assert!(
-            *backend == Backend::Simt || *count == 0,
+            cuda_cores(*backend) || *count == 0,
             "{backend}: {count} f32 plans"
         );
     }
-    assert!(fb
-        .candidates
-        .iter()
-        .all(|c| c.plan.backend == Backend::Simt));
+    assert!(fb.candidates.iter().all(|c| cuda_cores(c.plan.backend)));
     assert!(fb.model_only.is_empty(), "{:?}", fb.model_only.len());
     assert!(
         tw.plan.backend.uses_tensor_cores(DType::Tf32),
