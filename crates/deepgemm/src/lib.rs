@@ -3,7 +3,7 @@
 //! The modules follow the pipeline: `spec` (language → [`spec::KernelSpec`]), `hw` (the hardware
 //! model), `plan` (what a kernel is), `model` (plan + hardware → prediction), `search` (spec →
 //! ranked plans), `codegen` (plan → CUDA C++), `report` (analysis.md / analysis.json). `backend`
-//! holds everything particular to one kernel family (sm90, sm80, simt, gemv), behind one
+//! holds everything particular to one kernel family (sm90, sm80, simt, gemv, tiny), behind one
 //! dispatcher.
 
 pub mod backend;
