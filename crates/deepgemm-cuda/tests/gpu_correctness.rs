@@ -172,12 +172,16 @@ fn gpu_gemv_shared_cases() {
 }
 
 /// The tiny backend: its own cases (gpu_support::tiny) and the shared matrix's small ones, each
-/// forced onto tiny plans; nothing is repacked (element loads at any alignment and layout).
+/// forced onto tiny plans.
 #[test]
 fn gpu_tiny_matrix() {
     let reports = check_matrix(&gpu(), Backend::Tiny, &gpu_support::matrix(Backend::Tiny));
     assert!(reports.iter().all(|r| r.plan.starts_with("tiny")));
-    assert!(reports.iter().all(|r| r.repacked.is_empty()));
+    // A and B are never repacked: tiny loads elements at any alignment and layout (an f32 D 2
+    // bytes off its element alignment is).
+    assert!(reports
+        .iter()
+        .all(|r| !r.repacked.iter().any(|n| n == "A" || n == "B")));
 }
 
 /// fp8 on sm90 against the dequantized f64 reference (‖D−ref‖/‖ref‖ < 1e-2; issue 12): every

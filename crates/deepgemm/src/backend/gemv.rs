@@ -279,6 +279,7 @@ impl BackendImpl for Gemv {
             address_regs: None,
             // The H200's measured share (its hardware file says where from).
             stream_efficiency: Some(0.96),
+            launch_saving_us: None,
         }
     }
 

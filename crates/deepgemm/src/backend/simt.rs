@@ -225,6 +225,7 @@ impl BackendImpl for Simt {
             producer_regs: None,
             address_regs: None,
             stream_efficiency: None,
+            launch_saving_us: None,
         }
     }
 

@@ -409,6 +409,7 @@ impl BackendImpl for Sm80 {
             producer_regs: None,
             address_regs: None,
             stream_efficiency: None,
+            launch_saving_us: None,
         }
     }
 

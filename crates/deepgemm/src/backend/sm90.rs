@@ -926,6 +926,7 @@ impl BackendImpl for Sm90 {
             producer_regs: Some(DEFAULT_PRODUCER_REGS),
             address_regs: Some(DEFAULT_ADDRESS_REGS),
             stream_efficiency: None,
+            launch_saving_us: None,
         }
     }
 

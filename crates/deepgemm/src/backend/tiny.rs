@@ -211,7 +211,14 @@ impl BackendImpl for Tiny {
             promotion_cycles: None,
             producer_regs: None,
             address_regs: None,
-            stream_efficiency: None,
+            // Its element loads, a few in flight per lane, are no stream: 3001x7x3001 (18 MB
+            // of A) took 27.9 us on an H100 against gemv's 19.2 (bench/RESULTS.md, 2026-12-07).
+            stream_efficiency: Some(0.25),
+            // The launch-bound shapes, tiny against gemv in the same call (H100): 17x33x65 4.82
+            // against 6.43 us, 127x129x255 5.90 against 7.46; an empty kernel took 3.1. Its 472
+            // SASS instructions (gemv's: 2040) come cold from DRAM after the L2 flush, and
+            // there is no ring to set up before the first load.
+            launch_saving_us: Some(1.6),
         }
     }
 

@@ -237,6 +237,12 @@ pub struct BackendCalibration {
     /// asynchronously (gemv). Only a backend whose defaults have it reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_efficiency: Option<f64>,
+    /// Microseconds of `launch_overhead_us` the backend's kernels do not pay: what a short
+    /// kernel saves against the long ones the overhead was fitted to (its code fetched cold after
+    /// the L2 flush, no ring to set up before the first load). Only a backend whose defaults have
+    /// it reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_saving_us: Option<f64>,
 }
 /// A `calibration.backends` entry as written: every figure optional.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -250,6 +256,7 @@ struct BackendCalibrationEntry {
     producer_regs: Option<u32>,
     address_regs: Option<u32>,
     stream_efficiency: Option<f64>,
+    launch_saving_us: Option<f64>,
 }
 
 impl BackendCalibrationEntry {
@@ -291,6 +298,11 @@ impl BackendCalibrationEntry {
             self.stream_efficiency.is_some(),
             defaults.stream_efficiency.is_some(),
         )?;
+        unread(
+            "launch_saving_us",
+            self.launch_saving_us.is_some(),
+            defaults.launch_saving_us.is_some(),
+        )?;
         Ok(BackendCalibration {
             mma_efficiency: self.mma_efficiency.unwrap_or(defaults.mma_efficiency),
             l2_efficiency: self.l2_efficiency.unwrap_or(defaults.l2_efficiency),
@@ -300,6 +312,7 @@ impl BackendCalibrationEntry {
             producer_regs: self.producer_regs.or(defaults.producer_regs),
             address_regs: self.address_regs.or(defaults.address_regs),
             stream_efficiency: self.stream_efficiency.or(defaults.stream_efficiency),
+            launch_saving_us: self.launch_saving_us.or(defaults.launch_saving_us),
         })
     }
 }

@@ -161,6 +161,16 @@ impl Hardware {
             if let Some(share) = figures.stream_efficiency {
                 fraction(field("stream_efficiency"), share)?;
             }
+            if let Some(us) = figures.launch_saving_us {
+                non_negative(field("launch_saving_us"), us)?;
+                if us > c.launch_overhead_us {
+                    return Err(invalid(
+                        field("launch_saving_us"),
+                        us,
+                        "is more than launch_overhead_us, which it is part of",
+                    ));
+                }
+            }
             if let Some(regs) = figures.address_regs {
                 if regs + c.epilogue_regs_per_thread >= self.max_regs_per_thread {
                     return Err(invalid(

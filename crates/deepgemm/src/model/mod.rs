@@ -581,7 +581,8 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
     } else {
         0.0
     };
-    let launch_us = cal.launch_overhead_us;
+    // A short kernel (tiny) saves part of the overhead that long ones pay.
+    let launch_us = cal.launch_overhead_us - figures.launch_saving_us.unwrap_or(0.0);
     let time_us = mainloop_us + prologue_epilogue_us + sync_us + launch_us + repack_us;
 
     let mut shares = by_bound.clone();
