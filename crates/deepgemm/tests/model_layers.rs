@@ -395,3 +395,28 @@ fn fp8_pays_its_promotion_and_block_scales_on_top() {
     assert!(time_and_sync(&unpromoted).0 < promoted_us);
     assert_eq!(time_and_sync(&fixed(DType::Bf16, 4096, 4096, 7168)).1, 0.0);
 }
+
+/// tiny takes the launch-bound shapes, where its short kernel ran 1.6 us faster than gemv
+/// (17x33x65 4.82 against 6.43 us, 127x129x255 6.19 against 7.46: bench/RESULTS.md,
+/// 2026-12-07), and leaves every shape that streams data to the backends that stream it: its
+/// element loads took 27.9 us on 3001x7x3001 (gemv: 19.2), and a decode projection is a stream
+/// of hundreds of megabytes.
+#[test]
+fn tiny_takes_the_launch_bound_shapes_and_leaves_the_streams() {
+    let winner = |m: u64, n: u64, k: u64| {
+        let result = search(&fixed(DType::Bf16, m, n, k)).unwrap();
+        result.buckets[0].winner().plan.backend
+    };
+    for (m, n, k) in [(17, 33, 65), (127, 129, 255)] {
+        assert_eq!(winner(m, n, k), Backend::Tiny, "{m}x{n}x{k}");
+    }
+    for (m, n, k) in [
+        (3001, 7, 3001),
+        (1, 10240, 8192),
+        (1, 4096, 4096),
+        (1000, 3000, 2000),
+    ] {
+        let backend = winner(m, n, k);
+        assert_ne!(backend, Backend::Tiny, "{m}x{n}x{k}");
+    }
+}
