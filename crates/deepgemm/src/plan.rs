@@ -191,6 +191,17 @@ pub struct SmemLayout {
 }
 
 impl SmemLayout {
+    /// No shared memory at all (a kernel that loads into registers and stores from them).
+    pub const NONE: SmemLayout = SmemLayout {
+        a_stage_bytes: 0,
+        b_stage_bytes: 0,
+        epilogue_bytes: 0,
+        epilogue_buffers: 0,
+        barrier_bytes: 0,
+        scale_stage_bytes: 0,
+        swizzle: SmemSwizzle::None,
+    };
+
     /// Whether the epilogue's warps wait for the copy engine to read a piece before staging the
     /// next (one TMA-store buffer each).
     pub fn epilogue_waits_for_stores(&self) -> bool {

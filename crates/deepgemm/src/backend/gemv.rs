@@ -10,7 +10,6 @@
 
 use super::{require_block_per_tile, unsupported, BackendImpl, PlanSettings, Rendering};
 use crate::codegen::abi::element_type;
-use crate::codegen::epilogue::scales_of;
 use crate::codegen::CodegenError;
 use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
@@ -103,8 +102,7 @@ fn input_refusal(spec: &KernelSpec) -> Option<String> {
             spec.accumulate
         ));
     }
-    let scales = [a, b].map(|o| scales_of(spec, o));
-    if let Some(scale) = scales.iter().flatten().next() {
+    if let Some(scale) = super::input_scale(spec) {
         return Some(format!(
             "scale operand `{}` needs the simt or sm90 backend",
             scale.name

@@ -388,14 +388,21 @@ fn require_unscaled_f32_accumulation(
             ),
         ));
     }
-    let scales = [spec.a(), spec.b()].map(|o| epilogue::scales_of(spec, o));
-    if let Some(scale) = scales.iter().flatten().next() {
+    if let Some(scale) = input_scale(spec) {
         return Err(unsupported(
             backend,
             format!("scale operand `{}` needs the simt backend", scale.name),
         ));
     }
     Ok(())
+}
+
+/// The first scale operand of A or B (`None`: the inputs are unscaled), for the backends that
+/// multiply the inputs as they are.
+fn input_scale(spec: &KernelSpec) -> Option<&Operand> {
+    [spec.a(), spec.b()]
+        .into_iter()
+        .find_map(|o| epilogue::scales_of(spec, o).into_iter().next())
 }
 
 /// The refusal the tensor-core backends share: one input dtype for both operands

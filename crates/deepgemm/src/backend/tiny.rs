@@ -11,14 +11,12 @@
 
 use super::{require_block_per_tile, unsupported, BackendImpl, PlanSettings, Rendering};
 use crate::codegen::abi::element_type;
-use crate::codegen::epilogue::scales_of;
 use crate::codegen::CodegenError;
 use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
 use crate::model::sync::BarrierKind;
 use crate::plan::{
-    Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, SmemSwizzle,
-    ThreadLayout, Tile,
+    Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, ThreadLayout, Tile,
 };
 use crate::spec::{KernelSpec, Layout, Operand};
 
@@ -56,8 +54,7 @@ fn input_refusal(spec: &KernelSpec) -> Option<String> {
             spec.accumulate
         ));
     }
-    let scales = [a, b].map(|o| scales_of(spec, o));
-    if let Some(scale) = scales.iter().flatten().next() {
+    if let Some(scale) = super::input_scale(spec) {
         return Some(format!(
             "scale operand `{}` needs the simt or sm90 backend",
             scale.name
@@ -240,15 +237,7 @@ impl BackendImpl for Tiny {
         _threads: &ThreadLayout,
         _stages: u32,
     ) -> SmemLayout {
-        SmemLayout {
-            a_stage_bytes: 0,
-            b_stage_bytes: 0,
-            epilogue_bytes: 0,
-            epilogue_buffers: 0,
-            barrier_bytes: 0,
-            scale_stage_bytes: 0,
-            swizzle: SmemSwizzle::None,
-        }
+        SmemLayout::NONE
     }
 
     fn check(&self, spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {

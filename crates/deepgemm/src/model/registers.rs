@@ -93,15 +93,7 @@ mod tests {
             raster: Raster { group_m: 1 },
             split_k: 1,
             persistent: false,
-            smem: SmemLayout {
-                a_stage_bytes: 0,
-                b_stage_bytes: 0,
-                epilogue_bytes: 0,
-                epilogue_buffers: 0,
-                barrier_bytes: 0,
-                scale_stage_bytes: 0,
-                swizzle: SmemSwizzle::None,
-            },
+            smem: SmemLayout::NONE,
             epilogue: EpilogueStrategy::Direct,
             operands: OperandPath {
                 a_copy_bytes: 16,
