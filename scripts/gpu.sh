@@ -69,7 +69,9 @@ sanitizer() {
               "examples/mlp_up.dgml --shape 300,14336,4096 --ld-pad 3" \
               "examples/gemm_tf32.dgml --shape 127,129,255 --ld-pad 1" \
               "bench/specs/tiny_forced.dgml --shape 17,33,65 --ld-pad 1" \
-              "bench/specs/tiny_forced.dgml --shape 127,129,255 --misalign 2"; do
+              "bench/specs/tiny_forced.dgml --shape 127,129,255 --misalign 2" \
+              "bench/specs/gemv_forced.dgml --shape 301,7,3001 --misalign 2" \
+              "bench/specs/gemv_forced.dgml --shape 33,7,1000 --ld-pad 1"; do
     echo "== compute-sanitizer memcheck: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
     # shellcheck disable=SC2086
     compute-sanitizer --tool memcheck --error-exitcode 9 $deepgemm run $args --no-time \
@@ -84,6 +86,9 @@ sanitizer() {
   # The ld + 1 run is repacked: its GEMM is a programmatic dependent launch behind the copy.
   # 1000x3000x2000 is a 128x192 tile at five stages: one staged-epilogue buffer per warp.
   # fp8_wide_tiles runs a block's first epilogue under its second tile's first k-tile.
+  # gemv's ring on sm_90 (bulk copies counted in by a stage mbarrier, the operand's first and
+  # last words copied by hand) turns over three chunks in two stages (mma sums, A streamed, its
+  # base 2 bytes off) and many chunks in its stages (FFMA sums, B streamed at M = 1).
   for args in "bench/specs/sm90_pingpong_cluster.dgml" \
               "examples/gemm_bf16.dgml --shape 1000,3000,2000" \
               "examples/odd_shape.dgml --shape 2100,2100,128" \
@@ -95,7 +100,9 @@ sanitizer() {
               "bench/specs/fp8_staged_scales_cooperative.dgml" \
               "bench/specs/fp8_staged_scales_pingpong_cluster.dgml" \
               "bench/specs/fp8_two_slices.dgml" \
-              "bench/specs/fp8_wide_tiles.dgml"; do
+              "bench/specs/fp8_wide_tiles.dgml" \
+              "bench/specs/gemv_forced.dgml --shape 301,7,3001 --misalign 2" \
+              "bench/specs/gemv_forced.dgml --shape 1,6144,4096"; do
     for tool in racecheck synccheck; do
       echo "== compute-sanitizer $tool: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
       # shellcheck disable=SC2086

@@ -4,10 +4,12 @@
 // contiguous elements) against the few rows of the small one ("Y"), bound by DRAM, so this
 // kernel does not tile for reuse: it reads X once, at any alignment, and sums in f32.
 //   - The block owns ROWS rows of X and SMALL rows of Y (one tile of D). K goes through a ring of
-//     STAGES chunks in shared memory, filled by cp.async: each row's chunk is copied as the
-//     aligned 16-byte words it overlaps, so a row that does not start on 16 bytes (ld = K + 1, an
-//     odd base) needs no repack; words the operand's extent only partly covers are copied element
-//     by element, after the cp.async copies are on their way, so nothing outside it is touched.
+//     STAGES chunks in shared memory: each row's chunk is copied as the aligned 16-byte words it
+//     overlaps, so a row that does not start on 16 bytes (ld = K + 1, an odd base) needs no
+//     repack; words the operand's extent only partly covers are copied element by element, after
+//     the other copies are on their way, so nothing outside it is touched. On sm_90 (BULK) one
+//     lane of warp 0 copies each row's chunk with one bulk copy of the copy engine, counted in by
+//     the stage's mbarrier; before sm_90 every thread issues 16-byte cp.async copies.
 //   - The sums: with 16-bit inputs and 8 rows of Y on the tensor cores (mma.sync m16n8k16, the
 //     warps splitting K, their tiles added in shared memory at the end). Otherwise in f32 FFMA:
 //     each of the 8 warps takes ROWS_PER_WARP rows of X, each lane one 16-byte word of a row per
@@ -69,6 +71,8 @@ static_assert(!MMA || WARPS * ACC * 32 * 4 <= {{STAGES}} * ({{A_STAGE_BYTES}} + 
 
 {{CP_ASYNC}}
 
+{{MBARRIER}}
+
 // ---- the ring of K chunks ---------------------------------------------------------------------
 // A stage holds one chunk of K (TILE_K elements) of each of the block's ROWS rows of X and
 // SMALL rows of Y, each row as the aligned 16-byte words its bytes overlap: CHUNK_WORDS of
@@ -76,6 +80,7 @@ static_assert(!MMA || WARPS * ACC * 32 * 4 <= {{STAGES}} * ({{A_STAGE_BYTES}} + 
 // since a chunk is a multiple of 512 bytes). The copies are cp.async, so a thread has as many
 // words in flight as the ring has stages ahead, at no cost in registers.
 constexpr int STAGES = {{STAGES}};
+constexpr bool BULK = {{BULK}};  // sm_90: the rows come by bulk copy (dg_bulk_loader)
 constexpr int CHUNK_WORDS = TILE_K / ELEMS_PER_WORD;  // 16-byte words of one row's chunk
 constexpr int ROW_WORDS = CHUNK_WORDS + 1;            // and the word a skewed chunk runs into
 constexpr int STAGE_ROWS = ROWS + SMALL;              // X's rows first, then Y's
@@ -153,7 +158,8 @@ struct dg_ring_loader {
   const char *x_first, *x_last, *y_first, *y_last;
   long long row_bytes;  // K's bytes
 
-  __device__ __forceinline__ explicit dg_ring_loader(const dg_gemv_view& v)
+  // (The cp.async groups need no barriers: dg_bulk_loader's signature.)
+  __device__ __forceinline__ dg_ring_loader(const dg_gemv_view& v, unsigned)
       : x_first(v.x), x_last(v.x_last), y_first(v.y), y_last(v.y_last),
         row_bytes((long long)v.K * ELEM_BYTES) {
     const int warp = threadIdx.x / 32;
@@ -185,11 +191,17 @@ struct dg_ring_loader {
     last = of_x ? x_last : y_last;
   }
 
-  // Issues chunk `chunk`'s copies into `stage`. A word that starts before its operand is copied
-  // with plain loads that wait, so that happens after every cp.async is on its way.
-  __device__ __forceinline__ void load(uint4* stage, int chunk) const {
+  // Issues chunk `chunk`'s copies into its stage of `ring`, as one cp.async group. A word that
+  // starts before its operand is copied with plain loads that wait, so that happens after every
+  // cp.async is on its way.
+  __device__ __forceinline__ void load(uint4* ring, int chunk) const {
+    uint4* stage = ring + (chunk % STAGES) * STAGE_WORDS;
     if (copy<false>(stage, chunk)) copy<true>(stage, chunk);
+    dg_cp_async_commit();
   }
+
+  // Every copy of chunk `chunk` has landed, this thread's (the turn's __syncthreads: everyone's).
+  __device__ __forceinline__ void wait(int) const { dg_cp_async_wait<STAGES - 2>(); }
 
   // EDGES = false: the cp.async copies; returns whether some word of the lane starts before its
   // operand. EDGES = true: those words.
@@ -230,6 +242,74 @@ struct dg_ring_loader {
     return edge;
   }
 };
+
+// The ring's copies on sm_90: lane i of warp 0 copies stage row i's chunk, the aligned 16-byte
+// words it overlaps that lie wholly inside the operand, with one bulk copy, and the stage's
+// `full` mbarrier counts their bytes in; the other warps copy nothing. (The cp.async ring's
+// per-word copies and their bookkeeping were a quarter of every warp's instructions at
+// 3001x7x3001.) The operand's first and last words, when it does not start or end on 16 bytes,
+// are read element by element (dg_copy_edge_word); the __syncthreads of a later turn than the
+// one that copies them, and before their chunk is read, publishes them.
+struct dg_bulk_loader {
+  const char* aligned;  // the lane's stage row: its chunk 0, from the aligned word it starts in
+  const char* end;      // the row's end (column K)
+  const char* first;    // the bytes [first, last) of the row's operand
+  const char* last;
+  int words;            // words of a chunk: one more than CHUNK_WORDS where the row is skewed
+  bool copies;          // the lane has a stage row, inside its operand's extent
+  unsigned full;        // the ring's STAGES `full` mbarriers, 8 bytes apart
+
+  __device__ __forceinline__ dg_bulk_loader(const dg_gemv_view& v, unsigned full_barriers)
+      : full(full_barriers) {
+    const int lane = threadIdx.x % 32, i = min(lane, STAGE_ROWS - 1);
+    const char* start = v.row_start(i);
+    const int skew = (int)(reinterpret_cast<unsigned long long>(start) & 15);
+    aligned = start - skew;
+    end = start + (long long)v.K * ELEM_BYTES;
+    words = skew ? ROW_WORDS : CHUNK_WORDS;
+    first = i < ROWS ? v.x : v.y;
+    last = i < ROWS ? v.x_last : v.y_last;
+    copies = lane < STAGE_ROWS && !v.beyond(i);
+  }
+
+  static __device__ __forceinline__ const char* down16(const char* p) {
+    return reinterpret_cast<const char*>(reinterpret_cast<unsigned long long>(p) & ~15ull);
+  }
+  static __device__ __forceinline__ const char* up16(const char* p) { return down16(p + 15); }
+  static __device__ __forceinline__ const char* lower(const char* a, const char* b) {
+    return a < b ? a : b;
+  }
+  static __device__ __forceinline__ const char* higher(const char* a, const char* b) {
+    return a < b ? b : a;
+  }
+
+  __device__ __forceinline__ void load(uint4* ring, int chunk) const {
+    if (threadIdx.x >= 32) return;  // warp 0 copies
+    const int lane = threadIdx.x, s = chunk % STAGES;
+    // The chunk's words, but none past the row's end: those never reach a sum.
+    const char* lo = aligned + chunk * CHUNK_BYTES;
+    const char* hi = lower(lo + 16 * words, up16(end));
+    // The words wholly inside the operand: [inside_lo, inside_hi).
+    const char* inside_lo = higher(lo, up16(first));
+    const char* inside_hi = higher(inside_lo, lower(hi, down16(last)));
+    const unsigned bytes = copies ? (unsigned)(inside_hi - inside_lo) : 0u;
+    const unsigned bar = full + 8 * s;
+    // The phase waits for every byte of the stage: counted before any copy can land.
+    const unsigned stage_bytes = __reduce_add_sync(0xffffffffu, bytes);
+    if (lane == 0) dg_mbar_expect_tx(bar, stage_bytes);
+    __syncwarp();
+    uint4* row = ring + s * STAGE_WORDS + lane * ROW_WORDS;
+    if (bytes) dg_bulk_copy(dg_smem_addr(row + (inside_lo - lo) / 16), inside_lo, bytes, bar);
+    if (copies && lo < inside_lo) dg_copy_edge_word(row, lo, first, last);
+    if (copies && inside_hi < hi)
+      dg_copy_edge_word(row + (inside_hi - lo) / 16, inside_hi, first, last);
+  }
+
+  __device__ __forceinline__ void wait(int chunk) const {
+    dg_mbar_wait(full + 8 * (chunk % STAGES), (chunk / STAGES) & 1);
+  }
+};
+typedef typename dg_pick<BULK, dg_bulk_loader, dg_ring_loader>::type dg_loader;
 
 // Keeps the first `valid` elements of a word and zeroes the rest (past K: bytes of the next
 // row, or of no row, which may hold anything, a NaN among them).
@@ -395,21 +475,20 @@ struct dg_mma_sums {
 // the stage every thread finished summing before this turn's __syncthreads.
 template <typename Sums>
 __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* ring,
-                                               float (&acc)[ACC]) {
+                                               const dg_loader& loader, float (&acc)[ACC]) {
   const Sums sums(v);
-  const dg_ring_loader loader(v);
   const int chunks = (v.K + TILE_K - 1) / TILE_K;
 #pragma unroll 1  // one copy of the loader's code for the prologue, one for the loop
   for (int c = 0; c < STAGES - 1; ++c) {
-    if (c < chunks) loader.load(ring + c * STAGE_WORDS, c);
-    dg_cp_async_commit();
+    if (c < chunks) loader.load(ring, c);
+    else if (!BULK) dg_cp_async_commit();  // an empty group: the waits count groups
   }
   for (int c = 0; c < chunks; ++c) {
-    dg_cp_async_wait<STAGES - 2>();  // this thread's copies of chunk c have landed
-    __syncthreads();                 // and every thread's; chunk c - 1's stage is free
+    loader.wait(c);   // this thread's copies of chunk c have landed (sm_90: all of them)
+    __syncthreads();  // and every thread's; chunk c - 1's stage is free
     const int next = c + STAGES - 1;
-    if (next < chunks) loader.load(ring + (next % STAGES) * STAGE_WORDS, next);
-    dg_cp_async_commit();
+    if (next < chunks) loader.load(ring, next);
+    else if (!BULK) dg_cp_async_commit();
     const uint4* stage = ring + (c % STAGES) * STAGE_WORDS;
     if ((c + 1) * TILE_K <= v.K) sums.template chunk<false>(stage, c * TILE_K, v.K, acc);
     else sums.template chunk<true>(stage, c * TILE_K, v.K, acc);
@@ -424,6 +503,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
 
   extern __shared__ __align__(16) unsigned char dg_smem[];
   uint4* ring = reinterpret_cast<uint4*>(dg_smem);  // [STAGES][STAGE_ROWS][ROW_WORDS] words
+  // sm_90: each stage's `full` mbarrier, after the ring.
+  const unsigned full = dg_smem_addr(ring + STAGES * STAGE_WORDS);
+  if constexpr (BULK) {
+    if (threadIdx.x == 0)
+      for (int s = 0; s < STAGES; ++s) dg_mbar_init(full + 8 * s, 1);
+    __syncthreads();
+  }
 
   int tile_m, tile_n;
   dg_tile_coords<GROUP_M>(blockIdx.x, (M + TILE_M - 1) / TILE_M, (N + TILE_N - 1) / TILE_N,
@@ -443,6 +529,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
 #pragma unroll
   for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
   const dg_gemv_view view{gX, gY, ldx, ldy, x_last, y_last, x_rows, y_rows, x0, y0, K};
+  const dg_loader loader(view, full);
   dg_amax<AMAX, AMAX_PER_ROW, 1> amax(amax_out);
   // One thread per output applies the spec's expression to its sum of X row x with Y row y.
   auto store = [&](float sum, int x, int y) {
@@ -457,10 +544,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   if constexpr (MMA) {
-    dg_gemv_stream<dg_mma_sums>(view, ring, acc);
+    dg_gemv_stream<dg_mma_sums>(view, ring, loader, acc);
 
     // ---- epilogue: the warps' tiles summed through shared memory (the ring is done with) ----
-    dg_cp_async_wait<0>();
+    if constexpr (!BULK) dg_cp_async_wait<0>();  // no cp.async group left in flight
     __syncthreads();
     float* partial = reinterpret_cast<float*>(dg_smem);  // [WARPS][ACC][32]
 #pragma unroll
@@ -477,7 +564,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
       store(sum, x0 + 16 * (i / 4) + g + 8 * ((i % 4) / 2), y0 + y);
     }
   } else {
-    dg_gemv_stream<dg_ffma_sums>(view, ring, acc);
+    dg_gemv_stream<dg_ffma_sums>(view, ring, loader, acc);
     // ---- epilogue: one lane per output, after the transposing butterfly ----
     const float sum = dg_warp_transpose_sum<VALUES>(acc);
     constexpr int LANES_PER_VALUE = 32 / VALUES;

@@ -216,23 +216,8 @@ __device__ __forceinline__ void dg_promote_split(int first_groups, float (&acc)[
 // ---- PTX wrappers ---------------------------------------------------------------------------
 struct __align__(64) dg_tensor_map { unsigned long long opaque[16]; };  // a CUtensorMap
 
-__device__ __forceinline__ void dg_mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
-}
-// Arrives once and adds `bytes` to the transaction count the phase waits for.
-__device__ __forceinline__ void dg_mbar_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-               :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void dg_mbar_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
+{{MBARRIER}}
+
 // Arrives on the mbarrier at the same offset in the shared memory of cluster block `rank`.
 // Default (CTA-scope release) semantics: what it orders are this warpgroup's wgmma reads, which
 // `wgmma.wait_group` has completed; a cluster-scope release would cost a GPU-wide fence each time.
@@ -241,9 +226,6 @@ __device__ __forceinline__ void dg_mbar_arrive_cluster(unsigned bar, unsigned ra
       "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
       " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
       :: "r"(bar), "r"(rank) : "memory");
-}
-__device__ __forceinline__ void dg_mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
 }
 __device__ __forceinline__ unsigned dg_cluster_rank() {
   unsigned r;

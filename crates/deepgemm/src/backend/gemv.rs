@@ -1,12 +1,13 @@
 //! The gemv backend: a GEMM with a few rows or columns of output per block streamed on the CUDA
 //! cores (`kernels/gemv_gemm.cu`). Decode-sized M, or a handful of output columns, makes a GEMM
 //! a pass over its large operand that DRAM bounds; this kernel reads that operand once through
-//! a ring of 16-byte `cp.async` copies at any alignment (no repack) and sums in f32: 16-bit
-//! inputs against 8 small rows on the tensor cores (mma.sync), everything else in FFMA.
+//! a ring in shared memory at any alignment (no repack), filled by one bulk copy per row on sm_90
+//! and by 16-byte `cp.async` copies before it, and sums in f32: 16-bit inputs against 8 small
+//! rows on the tensor cores (mma.sync), everything else in FFMA.
 //!
 //! The tile says which operand is streamed: `tile.n <= 8` streams A (tile.m of its rows per
 //! block against tile.n columns of B), otherwise `tile.m <= 8` streams B. `tile.k` is the chunk
-//! of K of a stage: the kernel's cp.async ring holds `stages` chunks of both operands' rows.
+//! of K of a stage: the kernel's ring holds `stages` chunks of both operands' rows.
 
 use super::{require_block_per_tile, unsupported, BackendImpl, PlanSettings, Rendering};
 use crate::codegen::abi::element_type;
@@ -55,6 +56,12 @@ fn roles(tile: Tile) -> (u32, u32, bool) {
 /// Elements of one 16-byte word of the inputs.
 fn elems_per_word(spec: &KernelSpec) -> u32 {
     16 / spec.a().dtype.size_bytes()
+}
+
+/// On sm_90 the copy engine fills the ring, one bulk copy per row and chunk counted in by an
+/// mbarrier per stage; before it, every thread issues 16-byte cp.async copies.
+fn bulk_copies(hw: &Hardware) -> bool {
+    hw.features.tma
 }
 
 /// 16-bit inputs may sum on the tensor cores (mma.sync m16n8k16: exact products, f32 sums);
@@ -145,7 +152,7 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
     }
     if plan.stages < 2 {
         return Err(fail(format!(
-            "the cp.async ring needs at least 2 stages, got {}",
+            "the ring needs at least 2 stages, got {}",
             plan.stages
         )));
     }
@@ -173,6 +180,8 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
+        ("MBARRIER", crate::codegen::MBARRIER_CUH.to_string()),
+        ("BULK", bulk_copies(&spec.hardware).to_string()),
         ("MMA", mma_sums(spec.a().dtype, plan.tile).to_string()),
         // FFMA plans never call it; for 4-byte inputs the tf32 form keeps the wrapper valid PTX.
         (
@@ -292,13 +301,14 @@ impl BackendImpl for Gemv {
     }
 
     /// A stage holds `tile.k` elements of K of every row of both operands' tiles, as the
-    /// aligned 16-byte words they overlap: one word more than the chunk, for a skewed row.
+    /// aligned 16-byte words they overlap: one word more than the chunk, for a skewed row. On
+    /// sm_90 an 8-byte mbarrier per stage follows the ring.
     fn smem_layout(
         &self,
         spec: &KernelSpec,
         tile: Tile,
         _threads: &ThreadLayout,
-        _stages: u32,
+        stages: u32,
     ) -> SmemLayout {
         let (streamed, small, a_streamed) = roles(tile);
         let row_bytes = (tile.k / elems_per_word(spec) + 1) * 16;
@@ -309,7 +319,11 @@ impl BackendImpl for Gemv {
             b_stage_bytes,
             epilogue_bytes: 0,
             epilogue_buffers: 0,
-            barrier_bytes: 0,
+            barrier_bytes: if bulk_copies(&spec.hardware) {
+                8 * stages
+            } else {
+                0
+            },
             scale_stage_bytes: 0,
             swizzle: SmemSwizzle::None,
         }

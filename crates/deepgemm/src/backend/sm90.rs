@@ -677,6 +677,7 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ),
         ("WGMMA", wgmma_wrapper(spec, plan.tile.n)),
         ("BYTES_FROM", crate::codegen::BYTES_FROM_CUH.to_string()),
+        ("MBARRIER", crate::codegen::MBARRIER_CUH.to_string()),
     ]
 }
 

@@ -443,6 +443,10 @@ pub const BYTES_FROM_CUH: &str = include_str!("../../kernels/bytes.cuh");
 /// The cp.async wrappers (sm_80 and later): the sm80 and gemv templates' `{{CP_ASYNC}}`.
 pub const CP_ASYNC_CUH: &str = include_str!("../../kernels/cp_async.cuh");
 
+/// The mbarrier and bulk-copy wrappers (sm_90 and later): the sm90 and gemv templates'
+/// `{{MBARRIER}}` (gemv's sm_80 plans include it and never call it).
+pub const MBARRIER_CUH: &str = include_str!("../../kernels/mbarrier.cuh");
+
 /// The comment block that opens every generated kernel: what it computes and how the plan
 /// maps onto the hardware.
 fn header(
