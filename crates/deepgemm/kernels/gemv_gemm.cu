@@ -77,15 +77,16 @@ static_assert(!MMA || WARPS * ACC * 32 * 4 <= {{STAGES}} * ({{A_STAGE_BYTES}} + 
 // A stage holds one chunk of K (TILE_K elements) of each of the block's ROWS rows of X and
 // SMALL rows of Y, each row as the aligned 16-byte words its bytes overlap: CHUNK_WORDS of
 // them, one more where the row does not start on 16 bytes (its `skew`, the same in every chunk
-// since a chunk is a multiple of 512 bytes). The copies are cp.async, so a thread has as many
-// words in flight as the ring has stages ahead, at no cost in registers.
+// since a chunk is a multiple of 512 bytes). The copies are asynchronous (bulk copies on sm_90,
+// cp.async before it), so as many chunks are in flight as the ring has stages ahead, at no cost
+// in registers.
 constexpr int STAGES = {{STAGES}};
 constexpr bool BULK = {{BULK}};  // sm_90: the rows come by bulk copy (dg_bulk_loader)
 constexpr int CHUNK_WORDS = TILE_K / ELEMS_PER_WORD;  // 16-byte words of one row's chunk
 constexpr int ROW_WORDS = CHUNK_WORDS + 1;            // and the word a skewed chunk runs into
 constexpr int STAGE_ROWS = ROWS + SMALL;              // X's rows first, then Y's
 constexpr int STAGE_WORDS = STAGE_ROWS * ROW_WORDS;
-static_assert(STAGES >= 2, "the cp.async ring needs at least two stages");
+static_assert(STAGES >= 2, "the ring needs at least two stages");
 static_assert(ROWS * ROW_WORDS * 16 == (X_IS_A ? {{A_STAGE_BYTES}} : {{B_STAGE_BYTES}}) &&
                   SMALL * ROW_WORDS * 16 == (X_IS_A ? {{B_STAGE_BYTES}} : {{A_STAGE_BYTES}}),
               "a stage differs from the plan's");
@@ -116,9 +117,9 @@ struct dg_gemv_view {
 
 // A word the operand's extent only partly covers (at its first or last byte), read element by
 // element with plain loads and stored synchronously: nothing outside [first, last) is touched
-// (a cp.async of part of a word still reads all 16 bytes, compute-sanitizer finds). The
-// __syncthreads that publishes the ring's cp.async copies publishes it too. Not inlined: a few
-// words per operand take it, and the copies of it would crowd the instruction cache.
+// (a cp.async or bulk copy of part of a word still reads all 16 bytes). A turn's __syncthreads
+// publishes it. Not inlined: a few words per operand take it, and the copies of it would crowd
+// the instruction cache.
 __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, const char* first,
                                                   const char* last) {
   unsigned u[4] = {0u, 0u, 0u, 0u};
@@ -134,7 +135,7 @@ __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, cons
   *dst = make_uint4(u[0], u[1], u[2], u[3]);
 }
 
-// The ring's copies as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
+// The ring's copies before sm_90, as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
 // lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a warp's rows are
 // X's is known at compile time; what does not change from chunk to chunk (a row's first aligned
 // word, its skew, and which of its chunks need no test per word) is worked out once. A word is
@@ -250,6 +251,7 @@ struct dg_ring_loader {
 // 3001x7x3001.) The operand's first and last words, when it does not start or end on 16 bytes,
 // are read element by element (dg_copy_edge_word); the __syncthreads of a later turn than the
 // one that copies them, and before their chunk is read, publishes them.
+static_assert(!BULK || STAGE_ROWS <= 32, "one lane of warp 0 per stage row");
 struct dg_bulk_loader {
   const char* aligned;  // the lane's stage row: its chunk 0, from the aligned word it starts in
   const char* end;      // the row's end (column K)
@@ -276,11 +278,16 @@ struct dg_bulk_loader {
     return reinterpret_cast<const char*>(reinterpret_cast<unsigned long long>(p) & ~15ull);
   }
   static __device__ __forceinline__ const char* up16(const char* p) { return down16(p + 15); }
+  // Compared as addresses: `up16(end)` and a skewed first row's `aligned` lie outside the
+  // operand, where comparing pointers is undefined.
+  static __device__ __forceinline__ bool before(const char* a, const char* b) {
+    return reinterpret_cast<unsigned long long>(a) < reinterpret_cast<unsigned long long>(b);
+  }
   static __device__ __forceinline__ const char* lower(const char* a, const char* b) {
-    return a < b ? a : b;
+    return before(a, b) ? a : b;
   }
   static __device__ __forceinline__ const char* higher(const char* a, const char* b) {
-    return a < b ? b : a;
+    return before(a, b) ? b : a;
   }
 
   __device__ __forceinline__ void load(uint4* ring, int chunk) const {
@@ -300,9 +307,13 @@ struct dg_bulk_loader {
     __syncwarp();
     uint4* row = ring + s * STAGE_WORDS + lane * ROW_WORDS;
     if (bytes) dg_bulk_copy(dg_smem_addr(row + (inside_lo - lo) / 16), inside_lo, bytes, bar);
-    if (copies && lo < inside_lo) dg_copy_edge_word(row, lo, first, last);
-    if (copies && inside_hi < hi)
-      dg_copy_edge_word(row + (inside_hi - lo) / 16, inside_hi, first, last);
+    // A hand-copied word's stage word is a bulk copy's destination again STAGES chunks later:
+    // the fence orders the plain store before that copy.
+    const bool first_edge = copies && before(lo, inside_lo);
+    const bool last_edge = copies && before(inside_hi, hi);
+    if (first_edge) dg_copy_edge_word(row, lo, first, last);
+    if (last_edge) dg_copy_edge_word(row + (inside_hi - lo) / 16, inside_hi, first, last);
+    if (first_edge || last_edge) dg_fence_async_shared();
   }
 
   __device__ __forceinline__ void wait(int chunk) const {
@@ -506,8 +517,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
   // sm_90: each stage's `full` mbarrier, after the ring.
   const unsigned full = dg_smem_addr(ring + STAGES * STAGE_WORDS);
   if constexpr (BULK) {
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) dg_mbar_init(full + 8 * s, 1);
+      dg_fence_mbarrier_init();
+    }
     __syncthreads();
   }
 

@@ -5,6 +5,15 @@
 __device__ __forceinline__ void dg_mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
 }
+// Makes the initialized barriers visible to the copy engine and the cluster's other blocks.
+__device__ __forceinline__ void dg_fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// Makes this thread's shared-memory writes visible to the copy engine (the async proxy), ordered
+// before its later copies into the same bytes.
+__device__ __forceinline__ void dg_fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 // Arrives once and adds `bytes` to the transaction count the phase waits for.
 __device__ __forceinline__ void dg_mbar_expect_tx(unsigned bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"

@@ -278,10 +278,6 @@ __device__ __forceinline__ void dg_tma_store_wait_read() {
 __device__ __forceinline__ void dg_tma_store_wait_all() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
-// Makes this thread's shared-memory writes visible to the copy engine (the async proxy).
-__device__ __forceinline__ void dg_fence_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 // Copies 4 bytes from global `src` to shared `dst`, or writes zeros when `valid` is false (src
 // is then not read); dg_cp_async_arrive tells when it has landed.
 __device__ __forceinline__ void dg_cp_async_4(unsigned dst, const void* src, bool valid) {
@@ -439,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       dg_mbar_init(turn(0), 1);
       dg_mbar_init(turn(1), 1);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    dg_fence_mbarrier_init();
   }
   // Every block's barriers must exist before any block's multicast or remote arrive reaches them.
   if constexpr (CLUSTER_M > 1) {
