@@ -135,10 +135,11 @@ __device__ __noinline__ void dg_copy_edge_word(uint4* dst, const char* src, cons
   *dst = make_uint4(u[0], u[1], u[2], u[3]);
 }
 
-// The ring's copies before sm_90, as each warp issues them: warp w copies stage rows w, w + WARPS, ..., its
-// lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a warp's rows are
-// X's is known at compile time; what does not change from chunk to chunk (a row's first aligned
-// word, its skew, and which of its chunks need no test per word) is worked out once. A word is
+// The ring's copies before sm_90, as each warp issues them: warp w copies stage rows w,
+// w + WARPS, ..., its lanes a row's consecutive words. ROWS is a multiple of WARPS, so which of a
+// warp's rows are X's is known at compile time; what does not change from chunk to chunk (a
+// row's first aligned word, its skew, and which of its chunks need no test per word) is worked
+// out once. A word is
 // copied only if some byte of it is the row's within K: words past the row's end (in K's last
 // chunk) and a word-aligned row's extra word are left as they are, since the stream never reads
 // them into a sum.
