@@ -212,10 +212,15 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
     vec![
         format!("streams {streamed} rows of {x} per block against {small} of {y}"),
         format!(
-            "smem: a ring of {} chunks of {} elements of K of every row of {x} and {y} ({} B)",
+            "smem: a ring of {} chunks of {} elements of K of every row of {x} and {y} ({} B), {}",
             plan.stages,
             plan.tile.k,
-            plan.smem_bytes()
+            plan.smem_bytes(),
+            if bulk_copies(&spec.hardware) {
+                "each row's chunk one bulk copy (the copy engine; a stage mbarrier counts it in)"
+            } else {
+                "copied 16 bytes at a time by every thread (cp.async)"
+            }
         ),
         sums,
     ]
