@@ -10,7 +10,6 @@
 //! of K of a stage: the kernel's ring holds `stages` chunks of both operands' rows.
 
 use super::{require_block_per_tile, unsupported, BackendImpl, PlanSettings, Rendering};
-use crate::codegen::abi::element_type;
 use crate::codegen::CodegenError;
 use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
@@ -165,18 +164,15 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
 }
 
 fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
-    vec![
+    let mut values = vec![
         ("TILE_M", plan.tile.m.to_string()),
         ("TILE_N", plan.tile.n.to_string()),
         ("TILE_K", plan.tile.k.to_string()),
         ("STAGES", plan.stages.to_string()),
         ("GROUP_M", plan.raster.group_m.max(1).to_string()),
-        ("A_ROW", (spec.a().layout == Layout::Row).to_string()),
-        ("B_ROW", (spec.b().layout == Layout::Row).to_string()),
-        ("D_ROW", (spec.d().layout == Layout::Row).to_string()),
-        ("A_TYPE", element_type(spec.a().dtype).to_string()),
-        ("B_TYPE", element_type(spec.b().dtype).to_string()),
-        ("D_TYPE", element_type(spec.d().dtype).to_string()),
+    ];
+    values.extend(super::declared_operand_values(spec));
+    values.extend([
         ("A_STAGE_BYTES", plan.smem.a_stage_bytes.to_string()),
         ("B_STAGE_BYTES", plan.smem.b_stage_bytes.to_string()),
         ("CP_ASYNC", crate::codegen::CP_ASYNC_CUH.to_string()),
@@ -188,7 +184,8 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
             "MMA_INSTRUCTION",
             super::mma_sync_instruction(spec.a().dtype).to_string(),
         ),
-    ]
+    ]);
+    values
 }
 
 /// Plan-specific lines of the header comment.

@@ -322,6 +322,22 @@ fn push_variants(
 
 /// The alignment of the tensor-core kernels: A and B at the plan's copy width, the other
 /// operands at their element size.
+/// The template values of the declared operands as they are: `A_ROW`, `B_ROW`, `D_ROW` (row-major
+/// or not) and `A_TYPE`, `B_TYPE`, `D_TYPE` (element types), for the kernels that read every
+/// layout and dtype as declared (gemv, tiny).
+fn declared_operand_values(spec: &KernelSpec) -> [(&'static str, String); 6] {
+    let row = |o: &Operand| (o.layout == Layout::Row).to_string();
+    let ty = |o: &Operand| crate::codegen::abi::element_type(o.dtype).to_string();
+    [
+        ("A_ROW", row(spec.a())),
+        ("B_ROW", row(spec.b())),
+        ("D_ROW", row(spec.d())),
+        ("A_TYPE", ty(spec.a())),
+        ("B_TYPE", ty(spec.b())),
+        ("D_TYPE", ty(spec.d())),
+    ]
+}
+
 fn copy_alignment(plan: &Plan, operand: &Operand) -> u32 {
     match operand.role {
         crate::spec::Role::A => plan.operands.a_copy_bytes,

@@ -10,7 +10,6 @@
 //! `tile.k` the K one loop turn loads (32 elements per warp-wide step).
 
 use super::{require_block_per_tile, unsupported, BackendImpl, PlanSettings, Rendering};
-use crate::codegen::abi::element_type;
 use crate::codegen::CodegenError;
 use crate::dtype::DType;
 use crate::hw::{BackendCalibration, Calibration, Hardware};
@@ -18,7 +17,7 @@ use crate::model::sync::BarrierKind;
 use crate::plan::{
     Backend, EpilogueStrategy, OperandPath, Plan, RecordedWarps, SmemLayout, ThreadLayout, Tile,
 };
-use crate::spec::{KernelSpec, Layout, Operand};
+use crate::spec::{KernelSpec, Operand};
 
 const TEMPLATE: &str = include_str!("../../kernels/tiny_gemm.cu");
 const THREADS: u32 = 128;
@@ -117,18 +116,14 @@ fn check(spec: &KernelSpec, plan: &Plan) -> Result<(), CodegenError> {
 }
 
 fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
-    vec![
+    let mut values = vec![
         ("TILE_M", plan.tile.m.to_string()),
         ("TILE_N", plan.tile.n.to_string()),
         ("TILE_K", plan.tile.k.to_string()),
         ("THREADS", THREADS.to_string()),
-        ("A_ROW", (spec.a().layout == Layout::Row).to_string()),
-        ("B_ROW", (spec.b().layout == Layout::Row).to_string()),
-        ("D_ROW", (spec.d().layout == Layout::Row).to_string()),
-        ("A_TYPE", element_type(spec.a().dtype).to_string()),
-        ("B_TYPE", element_type(spec.b().dtype).to_string()),
-        ("D_TYPE", element_type(spec.d().dtype).to_string()),
-    ]
+    ];
+    values.extend(super::declared_operand_values(spec));
+    values
 }
 
 /// Plan-specific lines of the header comment.
