@@ -558,6 +558,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
           }
         }
       }
+      // The tail: the block leaves only once every stage's last fill has been handed back by all
+      // its readers, this block's and (remote arrivals) the cluster peers'. Then no peer arrives
+      // on this block's barriers after it is gone, and this block's multicast copies into the
+      // peers have landed (their consumers waited for them before handing the stage back). The
+      // peers' copies into this block land before its own consumers' last waits. This replaces a
+      // cluster barrier at the end, whose release compiled to a GPU-wide MEMBAR.
+      if constexpr (CLUSTER_M > 1) {
+        for (int s = 0; s < STAGES; ++s) {
+          dg_mbar_wait(empty(stage), phase ^ 1);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
     }
   } else {
     // ---- consumers ----
@@ -1038,10 +1053,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     if (TMA_STORE && lane == 0) dg_tma_store_wait_all();
     amax.finish();
   }
-  // No block may leave while a cluster peer can still multicast into its shared memory or
-  // arrive on its barriers.
-  if constexpr (CLUSTER_M > 1) {
-    __syncwarp();  // the producer's lane 0 rejoins its warp before the aligned cluster barrier
-    dg_cluster_sync();
-  }
+  // No block leaves while a cluster peer can still multicast into its shared memory or arrive
+  // on its barriers: the producer's tail above waits for that.
 }
