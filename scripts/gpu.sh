@@ -25,12 +25,15 @@
 #                ($OUT/breakdown.log)
 # One device call does a run:
 #   run(command="bash scripts/gpu.sh run", carry=[".gpu"])
-# Everything is written under /tmp/gpu-out and packed into $OUT/results.tar.gz at the end (the
+# Everything is written under $WORK/out ($WORK: $GPU_WORK, default /tmp/gpu, the run's scratch
+# folder; two runs at once, e.g. tests beside sanitizer, each need their own) and packed into
+# $OUT/results.tar.gz at the end (the
 # device tool brings back only a few files); the summaries are also copied to $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 deepgemm=./.gpu/deepgemm
+WORK=${GPU_WORK:-/tmp/gpu}
 
 tests() {
   ./.gpu/cargo-nextest nextest run --archive-file .gpu/gpu-tests.tar.zst --workspace-remap . \
@@ -107,9 +110,9 @@ sanitizer() {
       echo "== compute-sanitizer $tool: deepgemm run $args" | tee -a "$OUT/sanitizer.log"
       # shellcheck disable=SC2086
       compute-sanitizer --tool $tool --error-exitcode 9 $deepgemm run $args --no-time \
-        >/tmp/sanitizer-run.log 2>&1 && status=0 || status=1
-      cat /tmp/sanitizer-run.log >>"$OUT/sanitizer.log"
-      if [ "$status" = 1 ] && [ "$tool" = racecheck ] && scale_slot_report_only /tmp/sanitizer-run.log; then
+        >"$WORK/sanitizer-run.log" 2>&1 && status=0 || status=1
+      cat "$WORK/sanitizer-run.log" >>"$OUT/sanitizer.log"
+      if [ "$status" = 1 ] && [ "$tool" = racecheck ] && scale_slot_report_only "$WORK/sanitizer-run.log"; then
         echo "   known report: the staged fp8 scale slots only (bench/RESULTS.md, 2026-12-04)" |
           tee -a "$OUT/sanitizer.log"
       elif [ "$status" = 1 ]; then
@@ -132,25 +135,25 @@ bench() {
 }
 
 c() {
-  $deepgemm compile examples/c/gemm.dgml -o /tmp/c-out 2>&1 | tail -1
-  ./.gpu/gemm_c /tmp/c-out/gemm.dgb 2>&1 | tee "$OUT/c-example.log"
+  $deepgemm compile examples/c/gemm.dgml -o "$WORK/c-out" 2>&1 | tail -1
+  ./.gpu/gemm_c "$WORK/c-out/gemm.dgb" 2>&1 | tee "$OUT/c-example.log"
   return "${PIPESTATUS[0]}"
 }
 
 python_tests() {
-  python3 -m pip install -q --no-index --no-deps --target /tmp/dg-site .gpu/deepgemm-*.whl || return 1
-  PYTHONPATH=/tmp/dg-site DEEPGEMM_BIN=$PWD/.gpu/deepgemm python3 -m pytest -q python/tests \
+  python3 -m pip install -q --no-index --no-deps --target "$WORK/dg-site" .gpu/deepgemm-*.whl || return 1
+  PYTHONPATH="$WORK/dg-site" DEEPGEMM_BIN=$PWD/.gpu/deepgemm python3 -m pytest -q python/tests \
     --junitxml "$OUT/python-tests.junit.xml" 2>&1 | tee "$OUT/python-tests.log"
   return "${PIPESTATUS[0]}"
 }
 
 overhead() {
   local rc=0
-  $deepgemm compile examples/c/gemm.dgml -o /tmp/c-out 2>&1 | tail -1
-  ./.gpu/launch_overhead /tmp/c-out/gemm.dgb 200 20 | tee "$OUT/overhead.jsonl" || rc=1
-  ./.gpu/gemm_c /tmp/c-out/gemm.dgb --bench 200 | grep "dgmm_launch (" | tee -a "$OUT/overhead.jsonl" || rc=1
-  python3 -m pip install -q --no-index --no-deps --target /tmp/dg-site .gpu/deepgemm-*.whl || return 1
-  PYTHONPATH=/tmp/dg-site python3 -P python/bench_overhead.py /tmp/c-out/gemm.dgb | tee -a "$OUT/overhead.jsonl" || rc=1
+  $deepgemm compile examples/c/gemm.dgml -o "$WORK/c-out" 2>&1 | tail -1
+  ./.gpu/launch_overhead "$WORK/c-out/gemm.dgb" 200 20 | tee "$OUT/overhead.jsonl" || rc=1
+  ./.gpu/gemm_c "$WORK/c-out/gemm.dgb" --bench 200 | grep "dgmm_launch (" | tee -a "$OUT/overhead.jsonl" || rc=1
+  python3 -m pip install -q --no-index --no-deps --target "$WORK/dg-site" .gpu/deepgemm-*.whl || return 1
+  PYTHONPATH="$WORK/dg-site" python3 -P python/bench_overhead.py "$WORK/c-out/gemm.dgb" | tee -a "$OUT/overhead.jsonl" || rc=1
   return $rc
 }
 
@@ -249,7 +252,7 @@ pack)
 run)
   : "${OUT:?run this on the GPU machine, where \$OUT is set}"
   FINAL_OUT=$OUT
-  OUT=/tmp/gpu-out
+  OUT="$WORK/out"
   rm -rf "$OUT" && mkdir -p "$OUT"
   pack_results() {
     tar czf "$FINAL_OUT/results.tar.gz" -C "$OUT" .
@@ -257,7 +260,7 @@ run)
   }
   trap pack_results EXIT
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export DEEPGEMM_CACHE_DIR=/tmp/deepgemm-cache
+  export DEEPGEMM_CACHE_DIR="$WORK/cache"
   # NVRTC is required (the tests fail without it); a skip must never hide a missing compiler.
   unset DEEPGEMM_SKIP_NVRTC
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
