@@ -25,10 +25,10 @@
 #                ($OUT/breakdown.log)
 # One device call does a run:
 #   run(command="bash scripts/gpu.sh run", carry=[".gpu"])
-# Everything is written under $WORK/out ($WORK: $GPU_WORK, default /tmp/gpu, the run's scratch
-# folder; two runs at once, e.g. tests beside sanitizer, each need their own) and packed into
-# $OUT/results.tar.gz at the end (the
-# device tool brings back only a few files); the summaries are also copied to $OUT.
+# Everything is written under $WORK/out and packed into $OUT/results.tar.gz at the end (the
+# device tool brings back only a few files); the summaries are also copied to $OUT. $WORK is
+# $GPU_WORK (default /tmp/gpu), the run's scratch folder: two runs at once in one device call
+# (e.g. tests beside the sanitizer) each need their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -320,8 +320,6 @@ fn push_variants(
     }
 }
 
-/// The alignment of the tensor-core kernels: A and B at the plan's copy width, the other
-/// operands at their element size.
 /// The template values of the declared operands as they are: `A_ROW`, `B_ROW`, `D_ROW` (row-major
 /// or not) and `A_TYPE`, `B_TYPE`, `D_TYPE` (element types), for the kernels that read every
 /// layout and dtype as declared (gemv, tiny).
@@ -338,6 +336,8 @@ fn declared_operand_values(spec: &KernelSpec) -> [(&'static str, String); 6] {
     ]
 }
 
+/// The alignment of the tensor-core kernels: A and B at the plan's copy width, the other
+/// operands at their element size.
 fn copy_alignment(plan: &Plan, operand: &Operand) -> u32 {
     match operand.role {
         crate::spec::Role::A => plan.operands.a_copy_bytes,
