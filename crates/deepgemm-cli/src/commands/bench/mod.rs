@@ -91,6 +91,9 @@ pub struct BenchRow {
     pub cublas_us: Option<f64>,
     pub cublas_tflops: Option<f64>,
     pub cublas_algo: Option<String>,
+    /// ‖D − ref‖ / ‖ref‖ of cuBLASLt's checked run, beside `ours_error`: how precise the
+    /// baseline is (its fp8 accumulation, for one) is part of what its speed buys.
+    pub cublas_error: Option<f64>,
     /// `ok`, `unsupported` (cuBLASLt cannot run this spec or shape: the reason is in `notes`),
     /// `failed` (its result was off the reference: not timed) or `error` (a cuBLASLt call
     /// failed); null when the shape stopped before the baseline (no plan, no inputs).
@@ -252,6 +255,7 @@ fn bench_shape(
         cublas_us: None,
         cublas_tflops: None,
         cublas_algo: None,
+        cublas_error: None,
         cublas_status: None,
         cublas_scale_mode: None,
         ratio: None,
@@ -311,11 +315,13 @@ fn bench_shape(
             match bench.cublas(&baseline) {
                 Ok(outcome) => match outcome.timing {
                     Some(t) => {
+                        row.cublas_error = Some(outcome.check.error);
                         row.cublas_status = Some("ok");
                         row.cublas_us = Some(t.median_us);
                         row.cublas_tflops = Some(tflops(shape, t.median_us));
                     }
                     None => {
+                        row.cublas_error = Some(outcome.check.error);
                         row.cublas_status = Some("failed");
                         row.notes.push(format!(
                             "cuBLASLt result off the reference by {:.2e}; not timed",
