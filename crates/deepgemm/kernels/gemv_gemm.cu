@@ -251,7 +251,9 @@ struct dg_ring_loader {
 // per-word copies and their bookkeeping were a quarter of every warp's instructions at
 // 3001x7x3001.) The operand's first and last words, when it does not start or end on 16 bytes,
 // are read element by element (dg_copy_edge_word); the __syncthreads of a later turn than the
-// one that copies them, and before their chunk is read, publishes them.
+// one that copies them, and before their chunk is read, publishes them. Where the block's SMALL
+// rows of Y are all of Y, no other block reads its rows of X: their copies mark their L2 lines
+// evict-first (mbarrier.cuh), Y's stay normal (every block reads them).
 static_assert(!BULK || STAGE_ROWS <= 32, "one lane of warp 0 per stage row");
 struct dg_bulk_loader {
   const char* aligned;  // the lane's stage row: its chunk 0, from the aligned word it starts in
@@ -260,6 +262,7 @@ struct dg_bulk_loader {
   const char* last;
   int words;            // words of a chunk: one more than CHUNK_WORDS where the row is skewed
   bool copies;          // the lane has a stage row, inside its operand's extent
+  bool read_once;       // the lane's row is of X, and no other block reads it
   unsigned full;        // the ring's STAGES `full` mbarriers, 8 bytes apart
 
   __device__ __forceinline__ dg_bulk_loader(const dg_gemv_view& v, unsigned full_barriers)
@@ -273,6 +276,7 @@ struct dg_bulk_loader {
     first = i < ROWS ? v.x : v.y;
     last = i < ROWS ? v.x_last : v.y_last;
     copies = lane < STAGE_ROWS && !v.beyond(i);
+    read_once = i < ROWS && v.y_rows <= SMALL;
   }
 
   static __device__ __forceinline__ const char* down16(const char* p) {
@@ -307,7 +311,8 @@ struct dg_bulk_loader {
     if (lane == 0) dg_mbar_expect_tx(bar, stage_bytes);
     __syncwarp();
     uint4* row = ring + s * STAGE_WORDS + lane * ROW_WORDS;
-    if (bytes) dg_bulk_copy(dg_smem_addr(row + (inside_lo - lo) / 16), inside_lo, bytes, bar);
+    if (bytes)
+      dg_bulk_copy(dg_smem_addr(row + (inside_lo - lo) / 16), inside_lo, bytes, bar, read_once);
     // A hand-copied word's stage word is a bulk copy's destination again STAGES chunks later:
     // the fence orders the plain store before that copy.
     const bool first_edge = copies && before(lo, inside_lo);

@@ -31,11 +31,29 @@ __device__ __forceinline__ void dg_mbar_wait(unsigned bar, unsigned parity) {
 __device__ __forceinline__ void dg_mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
 }
+// The L2 cache policy of a copy's `.L2::cache_hint` for a stream read once: the lines it brings
+// into L2 are the first their set gives up to later fills, so the stream evicts its own clean
+// lines rather than dirty ones (a previous kernel's output), whose eviction costs a write to DRAM
+// first (bench/RESULTS.md, 2026-12-07's stream probe). Copies of data that is read again carry no
+// hint at all: an explicit evict-normal would also demote lines a caller marked evict-last or
+// persisting. (Not volatile: the same value every time, so a loop may make it once.)
+__device__ __forceinline__ unsigned long long dg_l2_evict_first() {
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
 // `bytes` (a multiple of 16) from global `src` to shared `dst` (both 16-byte aligned) by the copy
-// engine, counted in on `bar` as they land.
+// engine, counted in on `bar` as they land; `read_once`: its L2 lines evict first.
 __device__ __forceinline__ void dg_bulk_copy(unsigned dst, const void* src, unsigned bytes,
-                                             unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-      :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+                                             unsigned bar, bool read_once) {
+  if (read_once) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1], %2, [%3], %4;\n"
+        :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(dg_l2_evict_first()) : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+        :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+  }
 }

@@ -236,14 +236,22 @@ __device__ __forceinline__ void dg_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
                ::: "memory");
 }
-// A 2D box of `map` at (inner, outer) into shared memory at `dst`, completing on `bar`; with a
-// multicast mask, into the same offset of every block of the cluster in the mask.
+// A 2D box of `map` at (inner, outer) into shared memory at `dst`, completing on `bar`;
+// `read_once`: its L2 lines evict first (mbarrier.cuh).
 __device__ __forceinline__ void dg_tma_load(unsigned dst, const dg_tensor_map* map, unsigned bar,
-                                            int inner, int outer) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4}], [%2];\n"
-      :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer) : "memory");
+                                            int inner, int outer, bool read_once) {
+  if (read_once) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".L2::cache_hint [%0], [%1, {%3, %4}], [%2], %5;\n"
+        :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "l"(dg_l2_evict_first())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4}], [%2];\n"
+        :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer) : "memory");
+  }
 }
 // A 1-D box (of a flat map) starting at element `at`.
 __device__ __forceinline__ void dg_tma_load_1d(unsigned dst, const dg_tensor_map* map, unsigned bar,
@@ -253,13 +261,23 @@ __device__ __forceinline__ void dg_tma_load_1d(unsigned dst, const dg_tensor_map
       " [%0], [%1, {%3}], [%2];\n"
       :: "r"(dst), "l"(map), "r"(bar), "r"(at) : "memory");
 }
+// As dg_tma_load, into the same offset of every block of the cluster in `mask`.
 __device__ __forceinline__ void dg_tma_load_multicast(unsigned dst, const dg_tensor_map* map,
                                                       unsigned bar, int inner, int outer,
-                                                      unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n"
-      :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask) : "memory");
+                                                      unsigned short mask, bool read_once) {
+  if (read_once) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster.L2::cache_hint [%0], [%1, {%3, %4}], [%2], %5, %6;\n"
+        :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask),
+           "l"(dg_l2_evict_first())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n"
+        :: "r"(dst), "l"(map), "r"(bar), "r"(inner), "r"(outer), "h"(mask) : "memory");
+  }
 }
 // TMA_STORE: the box of shared memory at `src` into `map` at (inner, outer), as one bulk group of
 // this thread; what lies past the tensor's extent is not written.
@@ -496,6 +514,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
     };
     if (threadIdx.x < PRODUCER_THREADS) {
+      // An operand tile no other cluster reads (A where one tile spans N; B where one cluster
+      // row spans M, as small-M weights) is read once: its L2 lines go first (mbarrier.cuh).
+      const bool a_read_once = tiles_n == 1, b_read_once = cluster_rows == 1;
       int stage = 0;
       unsigned phase = 0;
       for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
@@ -521,11 +542,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             const unsigned a_dst = smem_a + stage * A_STAGE_BYTES;
             const unsigned b_dst = smem_b + stage * B_STAGE_BYTES;
             if constexpr (A_KMAJOR) {
-              dg_tma_load(a_dst, &tmap_a, full(stage), k0, m0);
+              dg_tma_load(a_dst, &tmap_a, full(stage), k0, m0, a_read_once);
             } else {
 #pragma unroll
               for (int box = 0; box < TILE_M / 64; ++box)
-                dg_tma_load(a_dst + box * MN_BOX_BYTES, &tmap_a, full(stage), m0 + 64 * box, k0);
+                dg_tma_load(a_dst + box * MN_BOX_BYTES, &tmap_a, full(stage), m0 + 64 * box, k0,
+                            a_read_once);
             }
             // This block's share of B: all of it, or one half multicast to both cluster blocks.
             if constexpr (B_KMAJOR) {
@@ -533,9 +555,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
               const unsigned dst = b_dst + rank * ROWS * ROW_BYTES;
               if constexpr (CLUSTER_M > 1) {
                 dg_tma_load_multicast(dst, &tmap_b, full(stage), k0, n0 + rank * ROWS,
-                                      (1u << CLUSTER_M) - 1);
+                                      (1u << CLUSTER_M) - 1, b_read_once);
               } else {
-                dg_tma_load(dst, &tmap_b, full(stage), k0, n0);
+                dg_tma_load(dst, &tmap_b, full(stage), k0, n0, b_read_once);
               }
             } else {
               constexpr int BOXES = TILE_N / 64 / CLUSTER_M;
@@ -544,10 +566,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
                 const int box = rank * BOXES + i;
                 if constexpr (CLUSTER_M > 1) {
                   dg_tma_load_multicast(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage),
-                                        n0 + 64 * box, k0, (1u << CLUSTER_M) - 1);
+                                        n0 + 64 * box, k0, (1u << CLUSTER_M) - 1, b_read_once);
                 } else {
                   dg_tma_load(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage), n0 + 64 * box,
-                              k0);
+                              k0, b_read_once);
                 }
               }
             }
