@@ -484,6 +484,7 @@ pub fn predict_problem(problem: &Problem, plan: &Plan, hw: &Hardware) -> Predict
             * schedule::latency_period_cycles(
                 load_latency_cycles,
                 plan.stages,
+                smem_cycles / geo.k_blocks.max(1) as f64,
                 kblock_compute_cycles,
             );
         let levels = [

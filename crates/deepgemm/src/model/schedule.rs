@@ -168,10 +168,17 @@ pub fn warp_saturation(resident_warps: f64, hw: &Hardware) -> f64 {
 }
 
 /// Cycles between k-blocks of one block when only load latency limits it: the loads of
-/// `stages - 1` k-blocks overlap; a single stage loads and computes in turn.
-pub fn latency_period_cycles(latency_cycles: f64, stages: u32, kblock_compute_cycles: f64) -> f64 {
+/// `stages - 1` k-blocks overlap; a single stage loads and computes in turn, so each k-block
+/// waits the latency, then its bytes' passage into the registers (`kblock_transfer_cycles`, the
+/// co-resident blocks' k-blocks through L1 and shared memory), then its math.
+pub fn latency_period_cycles(
+    latency_cycles: f64,
+    stages: u32,
+    kblock_transfer_cycles: f64,
+    kblock_compute_cycles: f64,
+) -> f64 {
     if stages <= 1 {
-        latency_cycles + kblock_compute_cycles
+        latency_cycles + kblock_transfer_cycles + kblock_compute_cycles
     } else {
         latency_cycles / (stages - 1) as f64
     }
@@ -219,8 +226,8 @@ mod tests {
     fn pipeline_depth_hides_latency() {
         // 800-cycle loads, 200-cycle k-blocks: 4 k-blocks in flight + the one computing.
         assert_eq!(stages_needed(800.0, 200.0), 5);
-        assert_eq!(latency_period_cycles(800.0, 5, 200.0), 200.0);
-        assert_eq!(latency_period_cycles(800.0, 1, 200.0), 1000.0);
+        assert_eq!(latency_period_cycles(800.0, 5, 100.0, 200.0), 200.0);
+        assert_eq!(latency_period_cycles(800.0, 1, 100.0, 200.0), 1100.0);
     }
 
     #[test]
