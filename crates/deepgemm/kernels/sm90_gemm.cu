@@ -124,7 +124,7 @@ static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
 // ---- shared memory (codegen::sm90::smem_layout) ---------------------------------------------
 // [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES] |
 // turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, EPI_WARP_BUFFERS per
-// consumer warp |
+// consumer warp (RING_EPILOGUE: a block's last tile is staged in the stages instead) |
 // STAGED_SCALES: STAGES scale slots of SCALE_STAGE_BYTES, slot s beside stage s.
 // The 128-byte swizzle repeats every 8 rows of 128 bytes (1024 bytes): every stage and every
 // TMA box starts on such a boundary, which is what the wgmma descriptors below assume.
@@ -163,9 +163,11 @@ static_assert(EPI_WARP_BUFFERS == 1 || (TMA_STORE && EPI_WARP_BUFFERS == 2),
 // stamps".) Ping-pong consumers' last tiles end at different times, and a deferred epilogue's
 // last store comes after the loop; they keep their buffers.
 constexpr int EPI_PIECES = WG_MMAS * ((TILE_N + EPI_N - 1) / EPI_N);  // per warp and tile
-constexpr bool RING_EPILOGUE =
-    TMA_STORE && !PINGPONG && !DEFERRED_EPILOGUE &&
-    4 * CONSUMERS * EPI_PIECES * EPI_WARP_BYTES <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
+constexpr bool RING_EPILOGUE = {{RING_EPILOGUE}};
+static_assert(!RING_EPILOGUE ||
+                  (TMA_STORE && !PINGPONG && !DEFERRED_EPILOGUE &&
+                   4 * CONSUMERS * EPI_PIECES * EPI_WARP_BYTES <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES)),
+              "a cooperative kernel's last tile, TMA-stored, fits the ring");
 static_assert({{EPILOGUE_BYTES}} ==
                   (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BUFFERS * EPI_WARP_BYTES : 0),
               "epilogue buffers differ from the plan");
