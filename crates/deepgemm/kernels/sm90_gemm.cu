@@ -124,7 +124,7 @@ static_assert(!B_KMAJOR || (TILE_N / CLUSTER_M) % 8 == 0,
 // ---- shared memory (codegen::sm90::smem_layout) ---------------------------------------------
 // [1024-byte aligned] STAGES x A stage | STAGES x B stage | full[STAGES] | empty[STAGES] |
 // turn[2] (ping-pong) in 1024 bytes | the staged epilogue's buffers, EPI_WARP_BUFFERS per
-// consumer warp (RING_EPILOGUE: a block's last tile is staged in the stages instead) |
+// consumer warp |
 // STAGED_SCALES: STAGES scale slots of SCALE_STAGE_BYTES, slot s beside stage s.
 // The 128-byte swizzle repeats every 8 rows of 128 bytes (1024 bytes): every stage and every
 // TMA box starts on such a boundary, which is what the wgmma descriptors below assume.
@@ -156,18 +156,6 @@ static_assert(!TMA_STORE || (STAGED_EPILOGUE && EPI_ROW_BYTES == 128),
 constexpr int EPI_WARP_BUFFERS = {{EPI_WARP_BUFFERS}};
 static_assert(EPI_WARP_BUFFERS == 1 || (TMA_STORE && EPI_WARP_BUFFERS == 2),
               "a second buffer per warp only for TMA stores");
-// A cooperative block's last tile is staged in the ring, which nothing reads or fills any more
-// once both consumers' last wgmmas are done: a buffer per piece, so no warp waits for the copy
-// engine to finish reading one before staging the next. (At 1000x3000x2000, one tile per block,
-// the epilogue took 1.2 us with one buffer per warp: bench/RESULTS.md, 2026-12-07 "time
-// stamps".) Ping-pong consumers' last tiles end at different times, and a deferred epilogue's
-// last store comes after the loop; they keep their buffers.
-constexpr int EPI_PIECES = WG_MMAS * ((TILE_N + EPI_N - 1) / EPI_N);  // per warp and tile
-constexpr bool RING_EPILOGUE = {{RING_EPILOGUE}};
-static_assert(!RING_EPILOGUE ||
-                  (TMA_STORE && !PINGPONG && !DEFERRED_EPILOGUE &&
-                   4 * CONSUMERS * EPI_PIECES * EPI_WARP_BYTES <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES)),
-              "a cooperative kernel's last tile, TMA-stored, fits the ring");
 static_assert({{EPILOGUE_BYTES}} ==
                   (STAGED_EPILOGUE ? 4 * CONSUMERS * EPI_WARP_BUFFERS * EPI_WARP_BYTES : 0),
               "epilogue buffers differ from the plan");
@@ -243,10 +231,6 @@ __device__ __forceinline__ unsigned dg_cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
-}
-// The consumer warpgroups alone (named barrier 1; barrier 0 is __syncthreads).
-__device__ __forceinline__ void dg_consumers_sync() {
-  asm volatile("bar.sync 1, %0;\n" :: "n"(128 * CONSUMERS) : "memory");
 }
 __device__ __forceinline__ void dg_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
@@ -395,18 +379,6 @@ __device__ __forceinline__ unsigned dg_epi_offset(int r, int b) {
 __device__ __forceinline__ void dg_prefetch_tensor_map(const dg_tensor_map* map) {
   asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
 }
-// The 2D box of `map` at (inner, outer) into L2 only: no shared memory, no barrier; `read_once`
-// as for dg_tma_load.
-__device__ __forceinline__ void dg_tma_prefetch(const dg_tensor_map* map, int inner, int outer,
-                                                bool read_once) {
-  if (read_once) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile.L2::cache_hint [%0, {%1, %2}], %3;\n"
-                 :: "l"(map), "r"(inner), "r"(outer), "l"(dg_l2_evict_first()) : "memory");
-  } else {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n"
-                 :: "l"(map), "r"(inner), "r"(outer) : "memory");
-  }
-}
 template <int REGS>
 __device__ __forceinline__ void dg_setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(REGS));
@@ -469,67 +441,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 
   const int wg = threadIdx.x / 128;
   const unsigned rank = CLUSTER_M > 1 ? dg_cluster_rank() : 0u;
-  const int tiles_m = (M + TILE_M - 1) / TILE_M;
-  const int tiles_n = (N + TILE_N - 1) / TILE_N;
-  const int cluster_rows = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
-  const int cluster_tiles = cluster_rows * tiles_n;
-  const int cluster_id = blockIdx.x / CLUSTER_M;
-  const int clusters = gridDim.x / CLUSTER_M;
-  const int k_tiles = (K + TILE_K - 1) / TILE_K;
-  // Both blocks of a cluster walk the same tiles (the second block's may lie below M: its loads
-  // zero-fill, its stores are masked), so their rings stay in step.
-  auto tile_origin = [&](int cluster_tile, int& m0, int& n0) {
-    int tm, tn;
-    dg_tile_coords<GROUP_M>(cluster_tile, cluster_rows, tiles_n, tm, tn);
-    m0 = (tm * CLUSTER_M + (int)rank) * TILE_M;
-    n0 = tn * TILE_N;
-  };
-  // An operand tile no other cluster reads (A where one tile spans N; B where one cluster row
-  // spans M, as small-M weights) is read once: its L2 lines go first (mbarrier.cuh).
-  const bool a_read_once = tiles_n == 1, b_read_once = cluster_rows == 1;
-  // The boxes of k-tile kt of the tile at (m0, n0) that this block loads: A_BOXES of A, then
-  // B_BOXES of B, this block's share of it (all of it, or the part it multicasts to the whole
-  // cluster). Box i's byte offset in its stage (of A or of B) and its coordinates in the map.
-  constexpr int A_BOXES = A_KMAJOR ? 1 : TILE_M / 64;
-  constexpr int B_BOXES = B_KMAJOR ? 1 : TILE_N / 64 / CLUSTER_M;
-  auto box = [&](int kt, int m0, int n0, int i, unsigned& offset, int& inner, int& outer) {
-    const int k0 = kt * TILE_K;
-    if (i < A_BOXES) {
-      offset = A_KMAJOR ? 0u : i * MN_BOX_BYTES;
-      inner = A_KMAJOR ? k0 : m0 + 64 * i;
-      outer = A_KMAJOR ? m0 : k0;
-    } else if (B_KMAJOR) {
-      constexpr int ROWS = TILE_N / CLUSTER_M;
-      offset = rank * ROWS * ROW_BYTES;
-      inner = k0;
-      outer = n0 + (int)rank * ROWS;
-    } else {
-      const int b = (int)rank * B_BOXES + (i - A_BOXES);
-      offset = b * MN_BOX_BYTES;
-      inner = n0 + 64 * b;
-      outer = k0;
-    }
-  };
   if (threadIdx.x == 0) {
     dg_prefetch_tensor_map(&tmap_a);
     dg_prefetch_tensor_map(&tmap_b);
-    // The ring's first fill into L2 now: its DRAM reads overlap the setup below (the barriers,
-    // the cluster's rendezvous), which the first TMA loads would otherwise wait out before
-    // they could start (bench/RESULTS.md, 2026-12-07 "time stamps").
-    if (cluster_id < cluster_tiles) {
-      int m0, n0;
-      tile_origin(cluster_id, m0, n0);
-      for (int kt = 0; kt < STAGES && kt < k_tiles; ++kt) {
-#pragma unroll
-        for (int i = 0; i < A_BOXES + B_BOXES; ++i) {
-          unsigned offset;
-          int inner, outer;
-          box(kt, m0, n0, i, offset, inner, outer);
-          if (i < A_BOXES) dg_tma_prefetch(&tmap_a, inner, outer, a_read_once);
-          else dg_tma_prefetch(&tmap_b, inner, outer, b_read_once);
-        }
-      }
-    }
     for (int s = 0; s < STAGES; ++s) {
       // The producer's arrive.expect_tx (the bytes do the rest) and its lanes' scale copies.
       dg_mbar_init(full(s), FULL_ARRIVALS);
@@ -548,6 +462,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     __syncthreads();
   }
 
+  const int tiles_m = (M + TILE_M - 1) / TILE_M;
+  const int tiles_n = (N + TILE_N - 1) / TILE_N;
+  const int cluster_rows = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
+  const int cluster_tiles = cluster_rows * tiles_n;
+  const int cluster_id = blockIdx.x / CLUSTER_M;
+  const int clusters = gridDim.x / CLUSTER_M;
+  const int k_tiles = (K + TILE_K - 1) / TILE_K;
+  // Both blocks of a cluster walk the same tiles (the second block's may lie below M: its loads
+  // zero-fill, its stores are masked), so their rings stay in step.
+  auto tile_origin = [&](int cluster_tile, int& m0, int& n0) {
+    int tm, tn;
+    dg_tile_coords<GROUP_M>(cluster_tile, cluster_rows, tiles_n, tm, tn);
+    m0 = (tm * CLUSTER_M + (int)rank) * TILE_M;
+    n0 = tn * TILE_N;
+  };
 
   if (wg == 0) {
     // ---- producer ----
@@ -585,6 +514,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
       }
     };
     if (threadIdx.x < PRODUCER_THREADS) {
+      // An operand tile no other cluster reads (A where one tile spans N; B where one cluster
+      // row spans M, as small-M weights) is read once: its L2 lines go first (mbarrier.cuh).
+      const bool a_read_once = tiles_n == 1, b_read_once = cluster_rows == 1;
       int stage = 0;
       unsigned phase = 0;
       for (int ct = cluster_id; ct < cluster_tiles; ct += clusters) {
@@ -609,18 +541,36 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             }
             const unsigned a_dst = smem_a + stage * A_STAGE_BYTES;
             const unsigned b_dst = smem_b + stage * B_STAGE_BYTES;
+            if constexpr (A_KMAJOR) {
+              dg_tma_load(a_dst, &tmap_a, full(stage), k0, m0, a_read_once);
+            } else {
 #pragma unroll
-            for (int i = 0; i < A_BOXES + B_BOXES; ++i) {
-              unsigned offset;
-              int inner, outer;
-              box(kt, m0, n0, i, offset, inner, outer);
-              if (i < A_BOXES) {
-                dg_tma_load(a_dst + offset, &tmap_a, full(stage), inner, outer, a_read_once);
-              } else if constexpr (CLUSTER_M > 1) {
-                dg_tma_load_multicast(b_dst + offset, &tmap_b, full(stage), inner, outer,
+              for (int box = 0; box < TILE_M / 64; ++box)
+                dg_tma_load(a_dst + box * MN_BOX_BYTES, &tmap_a, full(stage), m0 + 64 * box, k0,
+                            a_read_once);
+            }
+            // This block's share of B: all of it, or one half multicast to both cluster blocks.
+            if constexpr (B_KMAJOR) {
+              constexpr int ROWS = TILE_N / CLUSTER_M;
+              const unsigned dst = b_dst + rank * ROWS * ROW_BYTES;
+              if constexpr (CLUSTER_M > 1) {
+                dg_tma_load_multicast(dst, &tmap_b, full(stage), k0, n0 + rank * ROWS,
                                       (1u << CLUSTER_M) - 1, b_read_once);
               } else {
-                dg_tma_load(b_dst + offset, &tmap_b, full(stage), inner, outer, b_read_once);
+                dg_tma_load(dst, &tmap_b, full(stage), k0, n0, b_read_once);
+              }
+            } else {
+              constexpr int BOXES = TILE_N / 64 / CLUSTER_M;
+#pragma unroll
+              for (int i = 0; i < BOXES; ++i) {
+                const int box = rank * BOXES + i;
+                if constexpr (CLUSTER_M > 1) {
+                  dg_tma_load_multicast(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage),
+                                        n0 + 64 * box, k0, (1u << CLUSTER_M) - 1, b_read_once);
+                } else {
+                  dg_tma_load(b_dst + box * MN_BOX_BYTES, &tmap_b, full(stage), n0 + 64 * box,
+                              k0, b_read_once);
+                }
               }
             }
           }
@@ -744,9 +694,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // TMA_STORE: the pieces this warp has TMA-stored so far; the p-th goes from buffer
     // p % EPI_WARP_BUFFERS.
     unsigned staged_pieces = 0;
-    // The tile at (m0, n0), from acc; `from_ring`: staged in the ring (RING_EPILOGUE, the
-    // block's last tile, once every consumer is done with the ring).
-    auto store_tile = [&](int m0, int n0, bool from_ring) {
+    // The tile at (m0, n0), from acc.
+    auto store_tile = [&](int m0, int n0) {
       if constexpr (STAGED_EPILOGUE) {
         // Per m64 slice and EPI_N columns: the warp writes its 16 x EPI_N results (the spec's
         // expression applied, converted to D) into its buffer, then either one lane has them
@@ -754,8 +703,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         // back as 16-byte pieces of rows and stores those: 4, 8 or 16 lanes per 64-, 128- or
         // 256-byte row.
         const unsigned warp_bufs =
-            from_ring ? smem_a + (consumer * 4 + warp) * EPI_PIECES * EPI_WARP_BYTES
-                      : epi_buffers + (consumer * 4 + warp) * EPI_WARP_BUFFERS * EPI_WARP_BYTES;
+            epi_buffers + (consumer * 4 + warp) * EPI_WARP_BUFFERS * EPI_WARP_BYTES;
         // The same test as the launcher's for D's map (tensor_map::readable).
         const bool wide = (reinterpret_cast<unsigned long long>(gD) % 16 == 0) &&
                           ((ldd * (long long)sizeof(ElementD)) % 16 == 0);
@@ -842,11 +790,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
             // A whole EPI_N-wide piece of an aligned D leaves by a TMA store; the others by the
             // threads' stores below, from the buffer the next TMA-stored piece then reuses.
             const bool tma_piece = TMA_STORE && wide && c0 + EPI_N <= TILE_N;
-            const unsigned buf =
-                warp_bufs + (from_ring ? i * ((TILE_N + EPI_N - 1) / EPI_N) + chunk
-                                       : staged_pieces % EPI_WARP_BUFFERS) *
-                                EPI_WARP_BYTES;
-            if (TMA_STORE && !from_ring) {
+            const unsigned buf = warp_bufs + (staged_pieces % EPI_WARP_BUFFERS) * EPI_WARP_BYTES;
+            if constexpr (TMA_STORE) {
               // The TMA store that last read this buffer (EPI_WARP_BUFFERS TMA stores ago; only
               // they count pieces) is done reading it.
               if (lane == 0) dg_tma_store_wait_read<EPI_WARP_BUFFERS - 1>();
@@ -1036,7 +981,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
               if (DEFERRED_EPILOGUE && with_epilogue) {
                 // acc still holds the previous tile's sums (if any): stored now, then zeroed
                 // for this tile, while the tensor cores work on this k-tile.
-                if (epilogue_due) store_tile(epilogue_m0, epilogue_n0, false);
+                if (epilogue_due) store_tile(epilogue_m0, epilogue_n0);
                 zero_sums();
               }
             }
@@ -1121,17 +1066,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
         epilogue_m0 = m0;
         epilogue_n0 = n0;
         epilogue_due = true;
-      } else if (RING_EPILOGUE && cluster_id + (tile + TILE_STRIDE) * clusters >= cluster_tiles) {
-        // The block's last tile, staged in the ring once every consumer's wgmmas are done with
-        // it: the producer loads nothing more, and every load into it, the cluster peer's
-        // multicasts too, landed before the consumers' waits on it.
-        dg_consumers_sync();
-        store_tile(m0, n0, true);
       } else {
-        store_tile(m0, n0, false);
+        store_tile(m0, n0);
       }
     }
-    if (DEFERRED_EPILOGUE && epilogue_due) store_tile(epilogue_m0, epilogue_n0, false);
+    if (DEFERRED_EPILOGUE && epilogue_due) store_tile(epilogue_m0, epilogue_n0);
     // The stores read shared memory and write D after their issue: done before the block ends.
     if (TMA_STORE && lane == 0) dg_tma_store_wait_all();
     amax.finish();

@@ -80,22 +80,6 @@ fn stores_d_by_tma(spec: &KernelSpec) -> bool {
     epilogue_strategy(spec) == EpilogueStrategy::ViaSmem && spec.d().dtype.size_bytes() == 2
 }
 
-/// Whether a block's last tile is staged in the ring instead (the kernel's `RING_EPILOGUE`): once
-/// both consumers of a cooperative kernel are done with that tile's k-tiles, nothing reads or
-/// fills the ring any more, and a buffer per staged piece there spares the warps their waits for
-/// the copy engine. Ping-pong consumers finish their last tiles at different times, and a deferred
-/// epilogue (fp8) stores its last tile after the loop with the buffers it always uses.
-fn stages_last_tile_in_ring(spec: &KernelSpec, plan: &Plan) -> bool {
-    let staged_bytes = plan.tile.m
-        * plan.tile.n.div_ceil(EPILOGUE_CHUNK_COLS)
-        * EPILOGUE_CHUNK_COLS
-        * spec.d().dtype.size_bytes();
-    stores_d_by_tma(spec)
-        && !plan.threads.pingpong()
-        && !defers_epilogue(plan, spec.a().dtype.size_bytes())
-        && staged_bytes <= plan.stages * (plan.smem.a_stage_bytes + plan.smem.b_stage_bytes)
-}
-
 /// Row-major D is written through a per-warp shared-memory buffer, so that stores are whole
 /// 16-byte pieces of rows; column-major D is stored straight from the accumulators.
 fn epilogue_strategy(spec: &KernelSpec) -> EpilogueStrategy {
@@ -671,10 +655,6 @@ fn values(spec: &KernelSpec, plan: &Plan) -> Vec<(&'static str, String)> {
         ),
         ("EPILOGUE_BYTES", plan.smem.epilogue_bytes.to_string()),
         ("TMA_STORE", stores_d_by_tma(spec).to_string()),
-        (
-            "RING_EPILOGUE",
-            stages_last_tile_in_ring(spec, plan).to_string(),
-        ),
         ("EPI_WARP_BUFFERS", warp_buffers(&plan.smem).to_string()),
         (
             "D_STORE_MAP",
@@ -830,19 +810,13 @@ fn describe(spec: &KernelSpec, plan: &Plan) -> Vec<String> {
             EpilogueStrategy::ViaSmem if stores_d_by_tma(spec) => format!(
                 "epilogue: each consumer warp stages 16 x {EPILOGUE_CHUNK_COLS} results in \
                  shared memory ({}, {:.1} KiB in all) and TMA stores them where D's address and \
-                 pitch are 16-byte aligned, else stores 16-byte pieces of rows{}",
+                 pitch are 16-byte aligned, else stores 16-byte pieces of rows",
                 if plan.smem.epilogue_buffers == 2 {
                     "two buffers a warp: it stages the next piece while the last is stored"
                 } else {
                     "one buffer a warp: a second does not fit beside the ring's stages"
                 },
-                plan.smem.epilogue_bytes as f64 / 1024.0,
-                if stages_last_tile_in_ring(spec, plan) {
-                    "; a block's last tile is staged in the ring, done with by then, a buffer \
-                     per piece"
-                } else {
-                    ""
-                }
+                plan.smem.epilogue_bytes as f64 / 1024.0
             ),
             EpilogueStrategy::ViaSmem => format!(
                 "epilogue: each consumer warp stages 16 x {EPILOGUE_CHUNK_COLS} results in \
