@@ -488,27 +488,46 @@ struct dg_mma_sums {
   }
 };
 
-// The whole of K through the ring: chunk c + STAGES - 1 is issued while chunk c is summed, into
-// the stage every thread finished summing before this turn's __syncthreads.
+// The whole of K through the ring. On sm_90 (BULK) every stage is in flight: the ring starts
+// with STAGES chunks on their way, and once every thread has summed chunk c (the __syncthreads
+// that ends the turn) its stage takes chunk c + STAGES. With two stages and three chunks (K =
+// 3001) a block then waits two round trips of DRAM instead of three (bench/RESULTS.md,
+// 2026-12-07 "gemv's halves"). Before sm_90 a cp.async ring keeps STAGES - 1 in flight: chunk
+// c + STAGES - 1 is issued at the start of turn c, into the stage every thread finished summing
+// before this turn's __syncthreads (each thread's wait counts its own groups, so the barrier
+// must follow it).
 template <typename Sums>
 __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* ring,
                                                const dg_loader& loader, float (&acc)[ACC]) {
+  constexpr int AHEAD = BULK ? STAGES : STAGES - 1;  // chunks in flight
   const Sums sums(v);
   const int chunks = (v.K + TILE_K - 1) / TILE_K;
 #pragma unroll 1  // one copy of the loader's code for the prologue, one for the loop
-  for (int c = 0; c < STAGES - 1; ++c) {
+  for (int c = 0; c < AHEAD; ++c) {
     if (c < chunks) loader.load(ring, c);
     else if (!BULK) dg_cp_async_commit();  // an empty group: the waits count groups
   }
+  // BULK: the words the prologue copied by hand, published before anyone sums them (the bulk
+  // copies are counted in by the stage barriers).
+  if constexpr (BULK) __syncthreads();
   for (int c = 0; c < chunks; ++c) {
-    loader.wait(c);   // this thread's copies of chunk c have landed (sm_90: all of them)
-    __syncthreads();  // and every thread's; chunk c - 1's stage is free
-    const int next = c + STAGES - 1;
-    if (next < chunks) loader.load(ring, next);
-    else if (!BULK) dg_cp_async_commit();
+    loader.wait(c);  // this thread's copies of chunk c have landed (sm_90: all of them)
+    if constexpr (!BULK) {
+      __syncthreads();  // and every thread's; chunk c - 1's stage is free
+      const int next = c + AHEAD;
+      if (next < chunks) loader.load(ring, next);
+      else dg_cp_async_commit();
+    }
     const uint4* stage = ring + (c % STAGES) * STAGE_WORDS;
     if ((c + 1) * TILE_K <= v.K) sums.template chunk<false>(stage, c * TILE_K, v.K, acc);
     else sums.template chunk<true>(stage, c * TILE_K, v.K, acc);
+    if constexpr (BULK) {
+      // Every thread has summed chunk c: its stage takes chunk c + STAGES, whose hand-copied
+      // words a later turn's barrier publishes before that chunk is summed.
+      __syncthreads();
+      const int next = c + AHEAD;
+      if (next < chunks) loader.load(ring, next);
+    }
   }
 }
 
