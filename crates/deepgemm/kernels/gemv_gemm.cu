@@ -492,7 +492,7 @@ struct dg_mma_sums {
 // with STAGES chunks on their way, and once every thread has summed chunk c (the __syncthreads
 // that ends the turn) its stage takes chunk c + STAGES. With two stages and three chunks (K =
 // 3001) a block then waits two round trips of DRAM instead of three (bench/RESULTS.md,
-// 2026-12-07 "gemv's halves"). Before sm_90 a cp.async ring keeps STAGES - 1 in flight: chunk
+// 2026-12-07 "Where 3001x7x3001 goes"). Before sm_90 a cp.async ring keeps STAGES - 1 in flight: chunk
 // c + STAGES - 1 is issued at the start of turn c, into the stage every thread finished summing
 // before this turn's __syncthreads (each thread's wait counts its own groups, so the barrier
 // must follow it).
