@@ -512,9 +512,9 @@ __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* rin
   if constexpr (BULK) __syncthreads();
   for (int c = 0; c < chunks; ++c) {
     loader.wait(c);  // this thread's copies of chunk c have landed (sm_90: all of them)
+    const int next = c + AHEAD;
     if constexpr (!BULK) {
       __syncthreads();  // and every thread's; chunk c - 1's stage is free
-      const int next = c + AHEAD;
       if (next < chunks) loader.load(ring, next);
       else dg_cp_async_commit();
     }
@@ -525,7 +525,6 @@ __device__ __forceinline__ void dg_gemv_stream(const dg_gemv_view& v, uint4* rin
       // Every thread has summed chunk c: its stage takes chunk c + STAGES, whose hand-copied
       // words a later turn's barrier publishes before that chunk is summed.
       __syncthreads();
-      const int next = c + AHEAD;
       if (next < chunks) loader.load(ring, next);
     }
   }
