@@ -426,25 +426,35 @@ __device__ __forceinline__ void dg_mma(float* d, const unsigned (&a)[4], const u
 }
 
 // MMA: one chunk into the warp's 16 x 8 tiles. Warp w takes k-steps w, w + WARPS, ... of the
-// chunk. Each fragment register is two elements of one staged row at byte `skew + 2k`: one
-// 32-bit word where that is 4-byte aligned, else the two words it straddles, funnel-shifted
-// (SKEWED: some row of the block's tiles is not 16-byte aligned; the same in every thread).
+// chunk. Each fragment register is two elements of one staged row at byte `skew + 4q + 2k`: one
+// 32-bit word where that is 4-byte aligned, else the two words it straddles, funnel-shifted by 16
+// bits (SKEWED: some row of the block's tiles has a skew of 2 mod 4; the same in every thread).
+// Where a lane's pairs lie in its rows is worked out once: per k-step the reads are the row's
+// word pointer plus a constant, not a fresh byte address per pair (that arithmetic was half of
+// the sums' instructions at 3001x7x3001).
 struct dg_mma_sums {
-  // This lane's rows: X rows g and g + 8 of each 16-row tile, Y row g.
-  int x_byte[M_TILES][2];  // the skew of each X row, plus this lane's 4q
-  int y_byte;
+  // This lane's rows (X rows g and g + 8 of each 16-row tile, Y row g): the word of a stage
+  // that holds the first byte of its pair at k = 0 (warp 0's first k-step), and the bits a pair
+  // is shifted by in the two words it spans (0 or 16).
+  int x_word[M_TILES][2], x_shift[M_TILES][2];
+  int y_word, y_shift;
   bool skewed;
 
   __device__ __forceinline__ explicit dg_mma_sums(const dg_gemv_view& v) {
     const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    auto place = [&](int row, int& word, int& shift) {
+      const int byte = v.skew(row) + 4 * q;
+      word = row * ROW_WORDS * 4 + (byte >> 2);
+      shift = (byte & 3) * 8;
+    };
 #pragma unroll
     for (int t = 0; t < M_TILES; ++t)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) x_byte[t][h] = v.skew(16 * t + g + 8 * h) + 4 * q;
-    y_byte = v.skew(ROWS + g) + 4 * q;
+      for (int h = 0; h < 2; ++h) place(16 * t + g + 8 * h, x_word[t][h], x_shift[t][h]);
+    place(ROWS + g, y_word, y_shift);
     // Lane i asks of stage row i (a loop over the rows cost a sixth of a short kernel's time).
     static_assert(STAGE_ROWS <= 32, "one lane per stage row");
-    skewed = __any_sync(0xffffffffu, lane < STAGE_ROWS && v.skew(lane) != 0);
+    skewed = __any_sync(0xffffffffu, lane < STAGE_ROWS && v.skew(lane) % 4 != 0);
   }
 
   template <bool TAIL>
@@ -453,12 +463,12 @@ struct dg_mma_sums {
     else steps<false, TAIL>(stage, k0, K, acc);
   }
 
-  // The two elements at byte `byte` of staged row `row`, zeroed from element `valid` on.
+  // The two elements whose first byte is `shift` bits into words[0], zeroed from element `valid`
+  // on.
   template <bool SKEWED, bool TAIL>
-  __device__ __forceinline__ unsigned pair(const uint4* row, int byte, int valid) const {
-    const unsigned* words = reinterpret_cast<const unsigned*>(row);
-    unsigned p = words[byte >> 2];
-    if (SKEWED) p = __funnelshift_r(p, words[(byte >> 2) + 1], (byte & 3) * 8);
+  __device__ __forceinline__ static unsigned pair(const unsigned* words, int shift, int valid) {
+    unsigned p = words[0];
+    if (SKEWED) p = __funnelshift_r(p, words[1], shift);
     if (TAIL) p = valid >= 2 ? p : valid == 1 ? p & 0xFFFFu : 0u;
     return p;
   }
@@ -466,22 +476,25 @@ struct dg_mma_sums {
   template <bool SKEWED, bool TAIL>
   __device__ __forceinline__ void steps(const uint4* stage, int k0, int K, float (&acc)[ACC]) const {
     const int warp = threadIdx.x / 32, q = threadIdx.x % 4;
-    const int g = (threadIdx.x % 32) / 4;
+    // The warp's first k-step starts 16 * warp elements, 8 * warp words, into each row.
+    const unsigned* words = reinterpret_cast<const unsigned*>(stage) + 8 * warp;
+    const unsigned* y = words + y_word;
 #pragma unroll 4  // the k-steps' shared-memory reads issue together, four at a time
     for (int j = 0; j < TILE_K / 16 / WARPS; ++j) {
       const int k = 16 * (warp + j * WARPS);  // the k-step's first column in the chunk
+      const int w = 8 * WARPS * j;            // its words past the warp's first k-step
       const int valid = TAIL ? K - (k0 + k + 2 * q) : 16;  // of this lane's first pair
-      const uint4* y_row = stage + (ROWS + g) * ROW_WORDS;
-      const unsigned b[2] = {pair<SKEWED, TAIL>(y_row, y_byte + 2 * k, valid),
-                             pair<SKEWED, TAIL>(y_row, y_byte + 2 * k + 16, valid - 8)};
+      // Columns 2q, 2q + 1 of the k-step, then 2q + 8, 2q + 9: 16 bytes, 4 words on.
+      const unsigned b[2] = {pair<SKEWED, TAIL>(y + w, y_shift, valid),
+                             pair<SKEWED, TAIL>(y + w + 4, y_shift, valid - 8)};
 #pragma unroll
       for (int t = 0; t < M_TILES; ++t) {
-        const uint4* lo = stage + (16 * t + g) * ROW_WORDS;
-        const uint4* hi = stage + (16 * t + g + 8) * ROW_WORDS;
-        const unsigned a[4] = {pair<SKEWED, TAIL>(lo, x_byte[t][0] + 2 * k, valid),
-                               pair<SKEWED, TAIL>(hi, x_byte[t][1] + 2 * k, valid),
-                               pair<SKEWED, TAIL>(lo, x_byte[t][0] + 2 * k + 16, valid - 8),
-                               pair<SKEWED, TAIL>(hi, x_byte[t][1] + 2 * k + 16, valid - 8)};
+        const unsigned* lo = words + x_word[t][0] + w;
+        const unsigned* hi = words + x_word[t][1] + w;
+        const unsigned a[4] = {pair<SKEWED, TAIL>(lo, x_shift[t][0], valid),
+                               pair<SKEWED, TAIL>(hi, x_shift[t][1], valid),
+                               pair<SKEWED, TAIL>(lo + 4, x_shift[t][0], valid - 8),
+                               pair<SKEWED, TAIL>(hi + 4, x_shift[t][1], valid - 8)};
         dg_mma(&acc[4 * t], a, b);
       }
     }
