@@ -7,9 +7,10 @@
 //     STAGES chunks in shared memory: each row's chunk is copied as the aligned 16-byte words it
 //     overlaps, so a row that does not start on 16 bytes (ld = K + 1, an odd base) needs no
 //     repack; words the operand's extent only partly covers are copied element by element, after
-//     the other copies are on their way, so nothing outside it is touched. On sm_90 (BULK) one
-//     lane of warp 0 copies each row's chunk with one bulk copy of the copy engine, counted in by
-//     the stage's mbarrier; before sm_90 every thread issues 16-byte cp.async copies.
+//     the other copies are on their way, so nothing outside it is touched. On sm_90 (BULK) each
+//     row's chunk is one bulk copy of the copy engine, issued by a lane of one of the warps (a
+//     few rows each) and counted in by the stage's mbarrier; before sm_90 every thread issues
+//     16-byte cp.async copies.
 //   - The sums: with 16-bit inputs and 8 rows of Y on the tensor cores (mma.sync m16n8k16, the
 //     warps splitting K, their tiles added in shared memory at the end). Otherwise in f32 FFMA:
 //     each of the 8 warps takes ROWS_PER_WARP rows of X, each lane one 16-byte word of a row per
@@ -245,29 +246,34 @@ struct dg_ring_loader {
   }
 };
 
-// The ring's copies on sm_90: lane i of warp 0 copies stage row i's chunk, the aligned 16-byte
-// words it overlaps that lie wholly inside the operand, with one bulk copy, and the stage's
-// `full` mbarrier counts their bytes in; the other warps copy nothing. (The cp.async ring's
-// per-word copies and their bookkeeping were a quarter of every warp's instructions at
-// 3001x7x3001.) The operand's first and last words, when it does not start or end on 16 bytes,
+// The ring's copies on sm_90: lane u of warp w copies stage row w + WARPS * u's chunk, the
+// aligned 16-byte words it overlaps that lie wholly inside the operand, with one bulk copy, and
+// the stage's `full` mbarrier counts their bytes in (each warp arrives once, registering its
+// rows' bytes before it copies them). (The cp.async ring's per-word copies and their bookkeeping
+// were a quarter of every warp's instructions at 3001x7x3001.) A bulk copy is issued from the
+// uniform datapath, one lane at a time: spread over the warps, a chunk's copies leave in a few
+// issues per warp, where warp 0 alone took one per stage row, at each turn on the block's
+// critical path. The operand's first and last words, when it does not start or end on 16 bytes,
 // are read element by element (dg_copy_edge_word); the __syncthreads of a later turn than the
 // one that copies them, and before their chunk is read, publishes them. Where the block's SMALL
 // rows of Y are all of Y, no other block reads its rows of X: their copies mark their L2 lines
 // evict-first (mbarrier.cuh), Y's stay normal (every block reads them).
-static_assert(!BULK || STAGE_ROWS <= 32, "one lane of warp 0 per stage row");
 struct dg_bulk_loader {
-  const char* aligned;  // the lane's stage row: its chunk 0, from the aligned word it starts in
+  const char* aligned;  // the thread's stage row: its chunk 0, from the aligned word it starts in
   const char* end;      // the row's end (column K)
   const char* first;    // the bytes [first, last) of the row's operand
   const char* last;
   int words;            // words of a chunk: one more than CHUNK_WORDS where the row is skewed
-  bool copies;          // the lane has a stage row, inside its operand's extent
-  bool read_once;       // the lane's row is of X, and no other block reads it
+  int row;              // the thread's stage row
+  bool copies;          // the thread has a stage row, inside its operand's extent
+  bool read_once;       // the thread's row is of X, and no other block reads it
   unsigned full;        // the ring's STAGES `full` mbarriers, 8 bytes apart
 
   __device__ __forceinline__ dg_bulk_loader(const dg_gemv_view& v, unsigned full_barriers)
       : full(full_barriers) {
-    const int lane = threadIdx.x % 32, i = min(lane, STAGE_ROWS - 1);
+    const int lane = threadIdx.x % 32;
+    row = threadIdx.x / 32 + WARPS * lane;
+    const int i = min(row, STAGE_ROWS - 1);
     const char* start = v.row_start(i);
     const int skew = (int)(reinterpret_cast<unsigned long long>(start) & 15);
     aligned = start - skew;
@@ -275,7 +281,7 @@ struct dg_bulk_loader {
     words = skew ? ROW_WORDS : CHUNK_WORDS;
     first = i < ROWS ? v.x : v.y;
     last = i < ROWS ? v.x_last : v.y_last;
-    copies = lane < STAGE_ROWS && !v.beyond(i);
+    copies = row < STAGE_ROWS && !v.beyond(i);
     read_once = i < ROWS && v.y_rows <= SMALL;
   }
 
@@ -296,8 +302,7 @@ struct dg_bulk_loader {
   }
 
   __device__ __forceinline__ void load(uint4* ring, int chunk) const {
-    if (threadIdx.x >= 32) return;  // warp 0 copies
-    const int lane = threadIdx.x, s = chunk % STAGES;
+    const int s = chunk % STAGES;
     // The chunk's words, but none past the row's end: those never reach a sum.
     const char* lo = aligned + chunk * CHUNK_BYTES;
     const char* hi = lower(lo + 16 * words, up16(end));
@@ -306,19 +311,20 @@ struct dg_bulk_loader {
     const char* inside_hi = higher(inside_lo, lower(hi, down16(last)));
     const unsigned bytes = copies ? (unsigned)(inside_hi - inside_lo) : 0u;
     const unsigned bar = full + 8 * s;
-    // The phase waits for every byte of the stage: counted before any copy can land.
-    const unsigned stage_bytes = __reduce_add_sync(0xffffffffu, bytes);
-    if (lane == 0) dg_mbar_expect_tx(bar, stage_bytes);
+    // The phase waits for every warp's arrival and every byte it registers: the warp's bytes are
+    // counted before any of its copies can land.
+    const unsigned warp_bytes = __reduce_add_sync(0xffffffffu, bytes);
+    if (threadIdx.x % 32 == 0) dg_mbar_expect_tx(bar, warp_bytes);
     __syncwarp();
-    uint4* row = ring + s * STAGE_WORDS + lane * ROW_WORDS;
+    uint4* dst = ring + s * STAGE_WORDS + row * ROW_WORDS;
     if (bytes)
-      dg_bulk_copy(dg_smem_addr(row + (inside_lo - lo) / 16), inside_lo, bytes, bar, read_once);
+      dg_bulk_copy(dg_smem_addr(dst + (inside_lo - lo) / 16), inside_lo, bytes, bar, read_once);
     // A hand-copied word's stage word is a bulk copy's destination again STAGES chunks later:
     // the fence orders the plain store before that copy.
     const bool first_edge = copies && before(lo, inside_lo);
     const bool last_edge = copies && before(inside_hi, hi);
-    if (first_edge) dg_copy_edge_word(row, lo, first, last);
-    if (last_edge) dg_copy_edge_word(row + (inside_hi - lo) / 16, inside_hi, first, last);
+    if (first_edge) dg_copy_edge_word(dst, lo, first, last);
+    if (last_edge) dg_copy_edge_word(dst + (inside_hi - lo) / 16, inside_hi, first, last);
     if (first_edge || last_edge) dg_fence_async_shared();
   }
 
@@ -555,7 +561,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) {{ENTRY}}({{PARAMS}}) {
   const unsigned full = dg_smem_addr(ring + STAGES * STAGE_WORDS);
   if constexpr (BULK) {
     if (threadIdx.x == 0) {
-      for (int s = 0; s < STAGES; ++s) dg_mbar_init(full + 8 * s, 1);
+      for (int s = 0; s < STAGES; ++s) dg_mbar_init(full + 8 * s, WARPS);  // one per warp
       dg_fence_mbarrier_init();
     }
     __syncthreads();
