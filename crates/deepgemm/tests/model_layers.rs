@@ -282,6 +282,34 @@ fn gemv_narrow_tiles_sum_on_the_cuda_cores() {
     }
 }
 
+/// gemv's mma sums split each chunk's K among the warps: a chunk's rows are read from shared
+/// memory once, the small operand's as well (the FFMA sums read every small row in every warp).
+/// Counting them once per warp had made 3001x7x3001 smem-bound at 19.8 us (measured 16.5-16.9 on
+/// the H100, bench/RESULTS.md 2026-12-07).
+#[test]
+fn gemv_mma_sums_read_the_chunk_once() {
+    let spec = fixed(DType::Bf16, 3001, 7, 3001);
+    let plan = backend::proposals(&spec, Backend::Gemv)
+        .into_iter()
+        .find(|p| {
+            (p.tile.m, p.tile.n, p.tile.k, p.stages) == (16, 8, 1024, 2)
+                && check_supported(&spec, p).is_ok()
+        })
+        .expect("gemv 16x8x1024 s2 is in the space");
+    let prediction = predict(&spec, &plan, Shape::new(3001, 7, 3001));
+    // Per block, 2 bytes an element: the ring's copies in (K of the tile's rows of A, 3001 / 188
+    // on average, and of B's 7 columns) and the sums' reads of 3 chunks of 1024 of 16 + 8 rows,
+    // each word read as the aligned pair it straddles (twice its bytes).
+    let copies = 3001.0 * (3001.0 / 188.0 + 7.0) * 2.0;
+    let expected = copies + 3.0 * 1024.0 * (16.0 + 8.0) * 2.0 * 2.0;
+    let block = prediction.movement.block_smem_bytes;
+    assert!(
+        (block - expected).abs() < 1e-6 * expected,
+        "block smem bytes {block}, want {expected}"
+    );
+    assert_ne!(prediction.bottleneck, Bottleneck::Smem);
+}
+
 /// gemv's ring copies the small operand's rows beside the streamed ones, so a wider small side
 /// streams the large operand slower: 4 rows of A against 16 of B copy 20 rows per 16 streamed,
 /// 1 row 17 (measured: 151.8 against 130.4 us at 4x / 1x8192x28672, bench/RESULTS.md).
