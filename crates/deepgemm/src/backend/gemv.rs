@@ -386,20 +386,16 @@ impl BackendImpl for Gemv {
     /// Each word is read as the aligned pair it straddles. FFMA: every warp reads its own
     /// streamed rows and every small row of the chunk. MMA: the warps split the chunk's K, so
     /// each reads its k-steps of every row of both operands, and the chunk is read once.
-    fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
+    fn fragment_read_bytes(&self, plan: &Plan, a: DType, b: DType) -> f64 {
         let (streamed, small, a_streamed) = roles(plan.tile);
+        let (a_bytes, b_bytes) = (a.size_bytes() as f64, b.size_bytes() as f64);
         let (x_bytes, y_bytes) = if a_streamed {
             (a_bytes, b_bytes)
         } else {
             (b_bytes, a_bytes)
         };
-        // gemv takes one input dtype; 2-byte inputs are f16 or bf16.
-        let input = if a_bytes == 2.0 {
-            DType::Bf16
-        } else {
-            DType::F32
-        };
-        let small_reads = if mma_sums(input, plan.tile) { 1 } else { WARPS };
+        // gemv takes one input dtype (the check), A's.
+        let small_reads = if mma_sums(a, plan.tile) { 1 } else { WARPS };
         let k = plan.tile.k as f64;
         2.0 * k * (streamed as f64 * x_bytes + (small_reads * small) as f64 * y_bytes)
     }

@@ -170,8 +170,8 @@ pub trait BackendImpl: Sync {
     }
 
     /// Shared-memory bytes the block's threads read per k-block to feed the math instructions
-    /// (`a_bytes`, `b_bytes`: element sizes).
-    fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64;
+    /// (`a`, `b`: the operands' element types).
+    fn fragment_read_bytes(&self, plan: &Plan, a: DType, b: DType) -> f64;
 
     /// The main loop's barrier: its kind, how many per k-block and the cost of one, cycles.
     fn barrier(&self, plan: &Plan, cal: &Calibration) -> (BarrierKind, u32, f64);

@@ -294,7 +294,7 @@ impl BackendImpl for Simt {
 
     /// Each thread reads a column of A and a row of B of its (about square) thread tile, as f32
     /// staging: 2 * sqrt(accumulators) floats per k.
-    fn fragment_read_bytes(&self, plan: &Plan, _a_bytes: f64, _b_bytes: f64) -> f64 {
+    fn fragment_read_bytes(&self, plan: &Plan, _a: DType, _b: DType) -> f64 {
         let t = plan.tile;
         let (tm, tn, tk) = (t.m as f64, t.n as f64, t.k as f64);
         let threads = plan.threads.threads().max(1) as f64;

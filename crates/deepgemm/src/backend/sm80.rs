@@ -467,8 +467,8 @@ impl BackendImpl for Sm80 {
             / plan.threads.threads().max(1)
     }
 
-    fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
-        super::warp_fragment_read_bytes(plan, a_bytes, b_bytes)
+    fn fragment_read_bytes(&self, plan: &Plan, a: DType, b: DType) -> f64 {
+        super::warp_fragment_read_bytes(plan, a.size_bytes() as f64, b.size_bytes() as f64)
     }
 
     /// One `cp.async.wait_group` + `__syncthreads` per k-block.

@@ -1019,8 +1019,8 @@ impl BackendImpl for Sm90 {
         (hw.regs_per_sm / plan.threads.threads().max(1) / 8 * 8).min(hw_cap)
     }
 
-    fn fragment_read_bytes(&self, plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
-        super::warp_fragment_read_bytes(plan, a_bytes, b_bytes)
+    fn fragment_read_bytes(&self, plan: &Plan, a: DType, b: DType) -> f64 {
+        super::warp_fragment_read_bytes(plan, a.size_bytes() as f64, b.size_bytes() as f64)
     }
 
     /// The consumers wait on a full-barrier per k-block; the producer runs ahead.

@@ -274,7 +274,7 @@ impl BackendImpl for Tiny {
     /// The loads go through L1, which shares the shared-memory banks: a warp's load of 32
     /// elements of 4 bytes or less is one 128-byte wavefront, for each of its rows and columns
     /// and each warp-wide step.
-    fn fragment_read_bytes(&self, plan: &Plan, _a_bytes: f64, _b_bytes: f64) -> f64 {
+    fn fragment_read_bytes(&self, plan: &Plan, _a: DType, _b: DType) -> f64 {
         let (rows, cols) = warp_tile(plan.tile);
         WARPS as f64 * (rows + cols) as f64 * (plan.tile.k / 32) as f64 * 128.0
     }

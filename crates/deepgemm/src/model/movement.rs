@@ -238,8 +238,7 @@ pub fn analyze(
 
 /// Shared-memory bytes the block's threads read per k-block to feed the math instructions.
 fn fragment_read_bytes(problem: &Problem, plan: &Plan) -> f64 {
-    let (ea, eb) = (problem.a.size_bytes() as f64, problem.b.size_bytes() as f64);
-    crate::backend::of(plan.backend).fragment_read_bytes(plan, ea, eb)
+    crate::backend::of(plan.backend).fragment_read_bytes(plan, problem.a, problem.b)
 }
 
 /// The repack pass: an operand whose leading dimension breaks the plan's copy width is copied
