@@ -273,6 +273,16 @@ fn ranking_is_deterministic_and_ordered() {
                         assert_eq!(slack(&w[0]), slack(&w[1]));
                         assert!(dram(&w[0]) < dram(&w[1]));
                     }
+                    TieBreak::GroupedRaster => {
+                        assert_eq!(waits(&w[0]), waits(&w[1]));
+                        assert_eq!(slack(&w[0]), slack(&w[1]));
+                        assert_eq!(dram(&w[0]), dram(&w[1]));
+                        // Twins but for the raster order, the grouped one first.
+                        let mut plain = w[0].plan.clone();
+                        plain.raster = w[1].plan.raster;
+                        assert_eq!(plain, w[1].plan);
+                        assert!(w[0].plan.raster.group_m > w[1].plan.raster.group_m);
+                    }
                     TieBreak::Label => {
                         assert_eq!(waits(&w[0]), waits(&w[1]));
                         assert_eq!(slack(&w[0]), slack(&w[1]));

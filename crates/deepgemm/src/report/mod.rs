@@ -350,6 +350,10 @@ fn trade_off(c: &Candidate, winner: &Candidate) -> String {
                     dram * 100.0
                 )
             }
+            TieBreak::GroupedRaster => {
+                "ties the winner; its twin in grouped raster order (ranked grouped first)"
+                    .to_string()
+            }
             TieBreak::Label => "ties the winner (ranked by label)".to_string(),
         });
     } else {
@@ -418,6 +422,7 @@ fn explain_winner(
                 TieBreak::StoreWait => "epilogue warps that do not wait for their TMA stores",
                 TieBreak::LatencySlack => "more pipeline stages than its latency needs",
                 TieBreak::DramBytes => "fewer DRAM bytes",
+                TieBreak::GroupedRaster => "grouped raster order (measured faster in twin pairs)",
                 TieBreak::Label => "label order",
             };
             let _ = write!(why, "; ties {} and wins on {on}", r.label);

@@ -517,6 +517,15 @@ pub enum TieBreak {
     /// Fewer DRAM bytes (the raster order and tile shape that reuse more of L2): compute-bound
     /// twins measured up to 12% apart at 8192^3-16384^3, the less DRAM traffic the faster.
     DramBytes,
+    /// Of two tensor-core plans that differ only in their raster order, the grouped one. Where
+    /// the model sees no DRAM difference (the operands stay in L2) it has no term for the order,
+    /// yet in the saved tune records (bench/results, H100 and H200) the grouped twin ran faster
+    /// in 146 of 227 sm90 pairs (mean -0.61%) and 187 of 304 sm80 pairs (-0.89%): sm90 bf16
+    /// 2047x1023x4095 -1.6% (19 of 20 pairs), 4096x7168x2048 -2.8% (10 of 10), 4096^3 -1.1% (10
+    /// of 10), 8192^3 -1.7% (8 of 10). Not everywhere: 4095x4097x4093 +1.1% (its grouped plans
+    /// already win on DRAM bytes), fp8 4096x7168x2048 +1.4%; simt, 2 of 8 (+0.5%), keeps label
+    /// order (bench/RESULTS.md, 2026-12-07).
+    GroupedRaster,
     /// Label order: nothing the model sees tells them apart (labels are unique in a bucket).
     Label,
 }
@@ -524,6 +533,27 @@ pub enum TieBreak {
 /// Pipeline stages a plan has beyond those its load latency needs (negative: too few).
 pub fn latency_slack(c: &Candidate) -> i64 {
     c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64
+}
+
+/// The label of a plan's twin in plain raster order: the same for plans that differ only in
+/// the order their blocks walk the tiles in.
+fn twin_label(c: &Candidate) -> String {
+    let mut plain = c.plan.clone();
+    plain.raster.group_m = 1;
+    plain.label()
+}
+
+/// Whether grouping tile rows changes the walk of a tensor-core plan (where the twins were
+/// measured): only with several rows of tiles (of clusters, whose blocks take vertically
+/// adjacent tiles) and several columns.
+fn raster_reorders(c: &Candidate) -> bool {
+    let (shape, plan) = (c.prediction.shape, &c.plan);
+    if !matches!(plan.backend, Backend::Sm90 | Backend::Sm80) {
+        return false;
+    }
+    let tiles_m = shape.m.div_ceil(plan.tile.m.max(1) as u64);
+    let rows = tiles_m.div_ceil(plan.cluster_m.max(1) as u64);
+    rows > 1 && shape.n.div_ceil(plan.tile.n.max(1) as u64) > 1
 }
 
 /// The order of `a` and `b` by the first tie-break that tells them apart, and which one it was.
@@ -548,6 +578,18 @@ pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak)
     let by_dram = dram_kib(a).cmp(&dram_kib(b));
     if by_dram.is_ne() {
         return (by_dram, TieBreak::DramBytes);
+    }
+    // Label order, but by the plain-raster twin's label so that twins sit side by side (each
+    // key is the candidate's own, which keeps the order total), the grouped one first where its
+    // order differs from the plain one.
+    let by_twin_label = twin_label(a).cmp(&twin_label(b));
+    if by_twin_label.is_ne() {
+        return (by_twin_label, TieBreak::Label);
+    }
+    let grouped = |c: &Candidate| c.plan.raster.group_m > 1 && raster_reorders(c);
+    let by_raster = grouped(b).cmp(&grouped(a));
+    if by_raster.is_ne() {
+        return (by_raster, TieBreak::GroupedRaster);
     }
     (a.label.cmp(&b.label), TieBreak::Label)
 }
