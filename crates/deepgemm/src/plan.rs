@@ -324,6 +324,16 @@ impl Plan {
 
     /// A short human name, e.g. `sm80 128x128x32 s4 w2x4 g8`.
     pub fn label(&self) -> String {
+        let mut s = self.label_in_plain_raster();
+        if self.raster.group_m > 1 {
+            s += &format!(" g{}", self.raster.group_m);
+        }
+        s
+    }
+
+    /// The label of this plan in plain raster order (the label without its ` gN`): the same for
+    /// plans that differ only in the order their blocks walk the tiles in.
+    pub fn label_in_plain_raster(&self) -> String {
         let mut s = format!(
             "{} {}x{}x{} s{} {}",
             self.backend, self.tile.m, self.tile.n, self.tile.k, self.stages, self.threads
@@ -333,9 +343,6 @@ impl Plan {
         }
         if self.split_k > 1 {
             s += &format!(" sk{}", self.split_k);
-        }
-        if self.raster.group_m > 1 {
-            s += &format!(" g{}", self.raster.group_m);
         }
         s
     }

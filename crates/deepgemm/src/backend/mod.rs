@@ -348,7 +348,8 @@ fn copy_alignment(plan: &Plan, operand: &Operand) -> u32 {
 
 /// Fragment reads of the warp-tiled kernels: each warp (warpgroup) reads the A rows and B
 /// columns of its own sub-tile, so A is read once per warp column and B once per warp row.
-fn warp_fragment_read_bytes(plan: &Plan, a_bytes: f64, b_bytes: f64) -> f64 {
+fn warp_fragment_read_bytes(plan: &Plan, a: DType, b: DType) -> f64 {
+    let (a_bytes, b_bytes) = (a.size_bytes() as f64, b.size_bytes() as f64);
     let t = plan.tile;
     let (tm, tn, tk) = (t.m as f64, t.n as f64, t.k as f64);
     let (wm, wn) = plan.threads.tile_split();

@@ -468,7 +468,7 @@ impl BackendImpl for Sm80 {
     }
 
     fn fragment_read_bytes(&self, plan: &Plan, a: DType, b: DType) -> f64 {
-        super::warp_fragment_read_bytes(plan, a.size_bytes() as f64, b.size_bytes() as f64)
+        super::warp_fragment_read_bytes(plan, a, b)
     }
 
     /// One `cp.async.wait_group` + `__syncthreads` per k-block.

@@ -1020,7 +1020,7 @@ impl BackendImpl for Sm90 {
     }
 
     fn fragment_read_bytes(&self, plan: &Plan, a: DType, b: DType) -> f64 {
-        super::warp_fragment_read_bytes(plan, a.size_bytes() as f64, b.size_bytes() as f64)
+        super::warp_fragment_read_bytes(plan, a, b)
     }
 
     /// The consumers wait on a full-barrier per k-block; the producer runs ahead.

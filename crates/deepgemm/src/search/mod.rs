@@ -535,14 +535,6 @@ pub fn latency_slack(c: &Candidate) -> i64 {
     c.plan.stages as i64 - c.prediction.schedule.stages_needed as i64
 }
 
-/// The label of a plan's twin in plain raster order: the same for plans that differ only in
-/// the order their blocks walk the tiles in.
-fn twin_label(c: &Candidate) -> String {
-    let mut plain = c.plan.clone();
-    plain.raster.group_m = 1;
-    plain.label()
-}
-
 /// Whether grouping tile rows changes the walk of a tensor-core plan (where the twins were
 /// measured): only with several rows of tiles (of clusters, whose blocks take vertically
 /// adjacent tiles) and several columns.
@@ -582,7 +574,10 @@ pub fn tie_break(a: &Candidate, b: &Candidate) -> (std::cmp::Ordering, TieBreak)
     // Label order, but by the plain-raster twin's label so that twins sit side by side (each
     // key is the candidate's own, which keeps the order total), the grouped one first where its
     // order differs from the plain one.
-    let by_twin_label = twin_label(a).cmp(&twin_label(b));
+    let by_twin_label = a
+        .plan
+        .label_in_plain_raster()
+        .cmp(&b.plan.label_in_plain_raster());
     if by_twin_label.is_ne() {
         return (by_twin_label, TieBreak::Label);
     }
