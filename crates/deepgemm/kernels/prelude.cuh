@@ -297,11 +297,15 @@ __device__ __forceinline__ void dg_tile_coords(int block, int tiles_m, int tiles
   // wherever GROUP_M > 1 (gemv's 1-wide tiles keep GROUP_M = 1), so GROUP_M * tiles_n < 2^31;
   // 64-bit division here costs the sm90 consumers registers they do not have.
   static_assert(GROUP_M >= 1 && GROUP_M <= 8, "raster groups of 1 to 8 tile rows");
-  const int blocks_per_group = GROUP_M * tiles_n;
-  const int group = block / blocks_per_group;
-  const int first_tile_m = group * GROUP_M;
-  const int group_rows = min(tiles_m - first_tile_m, GROUP_M);
-  const int in_group = block - group * blocks_per_group;
-  tile_m = first_tile_m + in_group % group_rows;
-  tile_n = in_group / group_rows;
+  // Unsigned (every value is non-negative), and every group but the last has GROUP_M rows, a
+  // power of two or a constant divisor: one runtime division instead of two on the way to a
+  // block's first load.
+  const unsigned blocks_per_group = GROUP_M * (unsigned)tiles_n;
+  const unsigned group = (unsigned)block / blocks_per_group;
+  const int first_tile_m = (int)group * GROUP_M;
+  const unsigned group_rows = (unsigned)min(tiles_m - first_tile_m, GROUP_M);
+  const unsigned in_group = (unsigned)block - group * blocks_per_group;
+  const unsigned column = group_rows == GROUP_M ? in_group / GROUP_M : in_group / group_rows;
+  tile_m = first_tile_m + (int)(in_group - column * group_rows);
+  tile_n = (int)column;
 }

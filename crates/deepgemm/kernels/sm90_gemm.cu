@@ -232,8 +232,12 @@ __device__ __forceinline__ unsigned dg_cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
+// The cluster's barrier after the blocks have made their mbarriers. The arrive is relaxed: the
+// inits are released by fence.mbarrier_init (PTX ISA: the fence pairs with a relaxed arrive), and
+// a releasing arrive compiles to MEMBAR.ALL.GPU in every warp, on every block's way to its first
+// load.
 __device__ __forceinline__ void dg_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
                ::: "memory");
 }
 // A 2D box of `map` at (inner, outer) into shared memory at `dst`, completing on `bar`;
@@ -441,9 +445,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
 
   const int wg = threadIdx.x / 128;
   const unsigned rank = CLUSTER_M > 1 ? dg_cluster_rank() : 0u;
-  if (threadIdx.x == 0) {
+  // The tensor maps' prefetch from another warp than the inits': its address is a kernel
+  // parameter, cold after an L2 flush, and the inits need not wait for it.
+  if (threadIdx.x == 32) {
     dg_prefetch_tensor_map(&tmap_a);
     dg_prefetch_tensor_map(&tmap_b);
+  }
+  if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       // The producer's arrive.expect_tx (the bytes do the rest) and its lanes' scale copies.
       dg_mbar_init(full(s), FULL_ARRIVALS);
@@ -599,7 +607,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
   } else {
     // ---- consumers ----
     dg_setmaxnreg_inc<{{CONSUMER_REGISTERS}}>();
-    const int consumer = wg - 1;
+    // A ping-pong consumer's index picks its turn barriers and tiles: as a value the compiler
+    // knows is the same in the whole warp (a shuffle from lane 0), that bookkeeping stays in
+    // uniform registers. (A cooperative consumer's only use on the wgmma path is its rows' A
+    // descriptor, shuffled below; shuffling the index itself there made ptxas spill one register
+    // of the 128x192 fp8 kernel with an fp8 D.)
+    const int consumer = PINGPONG ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
     const int t = threadIdx.x % 128;
     const int warp = t / 32, lane = t % 32;
     const int first_row = PINGPONG ? 0 : consumer * WG_M;  // this consumer's rows of a tile
@@ -616,20 +629,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // 8j + 2(lane%4) (+1) of each m64 x TILE_N result: acc[4j + 2h + e] = (row + 8h, col + e).
     const int g = lane / 4, q = lane % 4;
 
-    // Hands a stage back to the producer of every block of the cluster: one lane per warp, once
-    // the warpgroup's wgmmas have read the stage and (STAGED_SCALES) the warp's lanes have read
-    // its scales, which __syncwarp orders before lane 0's arrival; the count is STAGE_READERS x
-    // 4 warps x CLUSTER_M. (Per warp, not per warpgroup: a warpgroup would have to meet at a
-    // barrier every k-tile first.)
+    // Hands a stage back to the producer of every block of the cluster: once per warp and
+    // block, once the warpgroup's wgmmas have read the stage and (STAGED_SCALES) the warp's lanes
+    // have read its scales, which __syncwarp orders before the arrivals; the count is
+    // STAGE_READERS x 4 warps x CLUSTER_M. (Per warp, not per warpgroup: a warpgroup would have to
+    // meet at a barrier every k-tile first.) In a cluster lane r arrives on block r's barrier,
+    // this block's own through its cluster address (the same arrival as through its CTA
+    // address): one predicated arrive, where a loop in lane 0 was a branch region on the way
+    // from the k-tile's last wgmma to the next k-tile's first.
     auto release = [&](int s) {
       __syncwarp();
-      if (lane == 0) {
-        // This block's own barrier through its CTA address (the same arrival as through the
-        // cluster's), then the other blocks'.
+      if constexpr (CLUSTER_M > 1) {
+        if (lane < CLUSTER_M) dg_mbar_arrive_cluster(empty(s), lane);
+      } else if (lane == 0) {
         dg_mbar_arrive(empty(s));
-#pragma unroll
-        for (unsigned r = 0; r < CLUSTER_M; ++r)
-          if (r != rank) dg_mbar_arrive_cluster(empty(s), r);
       }
     };
 
@@ -684,9 +697,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // wgmma descriptors of stage 0 for this consumer's first rows of A and for B. A stage, a k
     // step or an m64 slice adds its byte offset / 16 to the start-address field (bits 0-13),
     // which never carries into the next field: shared-memory addresses stay below 2^18.
-    const unsigned long long a_desc0 =
+    // As a value the compiler knows is the same in the whole warp (a shuffle from lane 0): the
+    // descriptors built from it then live in uniform registers, and the wgmmas issue back to back
+    // instead of each waiting for its descriptor's R2UR moves.
+    const unsigned long long a_desc0 = __shfl_sync(
+        0xffffffffu,
         A_KMAJOR ? dg_desc(smem_a + first_row * ROW_BYTES, 16, 1024)
-                 : dg_desc(smem_a + (first_row / 64) * MN_BOX_BYTES, MN_BOX_BYTES, 1024);
+                 : dg_desc(smem_a + (first_row / 64) * MN_BOX_BYTES, MN_BOX_BYTES, 1024),
+        0);
     const unsigned long long b_desc0 =
         B_KMAJOR ? dg_desc(smem_b, 16, 1024) : dg_desc(smem_b, MN_BOX_BYTES, 1024);
 
