@@ -636,13 +636,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) {{ENTRY}}({{PARAMS}}) {
     // meet at a barrier every k-tile first.) In a cluster lane r arrives on block r's barrier,
     // this block's own through its cluster address (the same arrival as through its CTA
     // address): one predicated arrive, where a loop in lane 0 was a branch region on the way
-    // from the k-tile's last wgmma to the next k-tile's first.
+    // from the k-tile's last wgmma to the next k-tile's first. Cooperative block-scaled kernels
+    // whose consumers take two m64 slices (256-row tiles) keep lane 0's loop, its own barrier
+    // through its CTA address first: it ran them up to 5% faster (4096x7168x16384), and the nine
+    // other fp8 kernels measured 2-8% slower than the predicated arrive (bench/RESULTS.md,
+    // 2026-12-07, sixth session). Why is not known.
+    constexpr bool RELEASE_BY_LANE_0 =
+        CLUSTER_M == 1 || (STAGED_SCALES && WG_MMAS == 2 && !PINGPONG);
     auto release = [&](int s) {
       __syncwarp();
-      if constexpr (CLUSTER_M > 1) {
-        if (lane < CLUSTER_M) dg_mbar_arrive_cluster(empty(s), lane);
-      } else if (lane == 0) {
-        dg_mbar_arrive(empty(s));
+      if constexpr (RELEASE_BY_LANE_0) {
+        if (lane == 0) {
+          dg_mbar_arrive(empty(s));
+#pragma unroll
+          for (unsigned r = 0; r < CLUSTER_M; ++r)
+            if (r != rank) dg_mbar_arrive_cluster(empty(s), r);
+        }
+      } else if (lane < CLUSTER_M) {
+        dg_mbar_arrive_cluster(empty(s), lane);
       }
     };
 
