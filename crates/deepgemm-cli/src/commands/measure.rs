@@ -12,6 +12,17 @@ use deepgemm_cuda::runner::{self, DeviceProblem, Outcome, RunOptions};
 use deepgemm_cuda::timing::{Timer, TimingOptions};
 use deepgemm_cuda::CudaError;
 
+/// How a measured plan ran.
+pub struct Launched {
+    /// Registers per thread, from ptxas (or the driver).
+    pub registers: u32,
+    /// Blocks launched (a persistent kernel: as many as its rounds of tiles need, at most the
+    /// clusters the GPU holds at once times their blocks).
+    pub grid_blocks: u32,
+    /// Blocks per cluster (1: none).
+    pub cluster_blocks: u32,
+}
+
 /// One shape's inputs on the device, shared by every kernel measured at that shape.
 pub struct Bench<'g> {
     pub gpu: &'g Gpu,
@@ -44,9 +55,9 @@ impl<'g> Bench<'g> {
         })
     }
 
-    /// Generates, compiles (through the cubin cache), checks and times `plan`; also returns the
-    /// registers per thread it compiled to.
-    pub fn plan(&self, plan: &Plan, variant: &str) -> Result<(Outcome, u32), String> {
+    /// Generates, compiles (through the cubin cache), checks and times `plan`; also returns how
+    /// it ran: the registers per thread it compiled to and its launch grid.
+    pub fn plan(&self, plan: &Plan, variant: &str) -> Result<(Outcome, Launched), String> {
         let kernel = codegen::generate(self.spec, plan, variant).map_err(|e| e.to_string())?;
         let (compiled, _) = compile_kernel(&kernel).map_err(|e| e.to_string())?;
         let loaded = self
@@ -59,7 +70,13 @@ impl<'g> Bench<'g> {
         let outcome = self
             .checked(|| prepared.enqueue(self.gpu))
             .map_err(|e| e.to_string())?;
-        Ok((outcome, loaded.resources().registers))
+        let (x, y, z) = prepared.grid();
+        let launched = Launched {
+            registers: loaded.resources().registers,
+            grid_blocks: x * y * z,
+            cluster_blocks: kernel.grid.cluster.max(1),
+        };
+        Ok((outcome, launched))
     }
 
     /// Checks and times cuBLASLt on the same buffers.

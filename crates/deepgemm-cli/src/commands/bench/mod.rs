@@ -88,6 +88,10 @@ pub struct BenchRow {
     pub ours_tflops: Option<f64>,
     pub ours_error: Option<f64>,
     pub registers: Option<u32>,
+    /// Blocks our kernel launched, and blocks per cluster: with the tile count, how many rounds
+    /// of tiles a persistent kernel ran (clusters of 4 fill 120 of an H100's 132 SMs).
+    pub grid_blocks: Option<u32>,
+    pub cluster_blocks: Option<u32>,
     pub cublas_us: Option<f64>,
     pub cublas_tflops: Option<f64>,
     pub cublas_algo: Option<String>,
@@ -252,6 +256,8 @@ fn bench_shape(
         ours_tflops: None,
         ours_error: None,
         registers: None,
+        grid_blocks: None,
+        cluster_blocks: None,
         cublas_us: None,
         cublas_tflops: None,
         cublas_algo: None,
@@ -285,9 +291,11 @@ fn bench_shape(
         }
     };
     match bench.plan(&winner.plan, "bench") {
-        Ok((outcome, registers)) => {
+        Ok((outcome, launched)) => {
             row.ours_error = Some(outcome.check.error);
-            row.registers = Some(registers);
+            row.registers = Some(launched.registers);
+            row.grid_blocks = Some(launched.grid_blocks);
+            row.cluster_blocks = Some(launched.cluster_blocks);
             match outcome.timing {
                 Some(t) => {
                     row.status = "ok";
