@@ -121,6 +121,37 @@ pub struct BenchRow {
     pub notes: Vec<String>,
 }
 
+impl BenchRow {
+    /// A shape's row before anything ran: `error` until ours has been checked.
+    fn before_running(shape: Shape, roof: &Roofline) -> BenchRow {
+        BenchRow {
+            shape,
+            status: "error",
+            plan: None,
+            ours_us: None,
+            ours_tflops: None,
+            ours_error: None,
+            registers: None,
+            grid_blocks: None,
+            cluster_blocks: None,
+            cublas_us: None,
+            cublas_tflops: None,
+            cublas_algo: None,
+            cublas_error: None,
+            cublas_status: None,
+            cublas_scale_mode: None,
+            ratio: None,
+            intensity: roof.intensity,
+            roofline_tflops: roof.tflops,
+            roofline_fraction: None,
+            predicted_us: None,
+            predicted_bottleneck: None,
+            model_error: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
 pub fn run(args: Args) -> Result<(), Failure> {
     let mut suites = Vec::new();
     for input in &args.inputs {
@@ -248,31 +279,7 @@ fn bench_shape(
 ) -> BenchRow {
     let spec = common::at_shape(spec, shape);
     let roof = Roofline::new(&spec, shape);
-    let mut row = BenchRow {
-        shape,
-        status: "error",
-        plan: None,
-        ours_us: None,
-        ours_tflops: None,
-        ours_error: None,
-        registers: None,
-        grid_blocks: None,
-        cluster_blocks: None,
-        cublas_us: None,
-        cublas_tflops: None,
-        cublas_algo: None,
-        cublas_error: None,
-        cublas_status: None,
-        cublas_scale_mode: None,
-        ratio: None,
-        intensity: roof.intensity,
-        roofline_tflops: roof.tflops,
-        roofline_fraction: None,
-        predicted_us: None,
-        predicted_bottleneck: None,
-        model_error: None,
-        notes: Vec::new(),
-    };
+    let mut row = BenchRow::before_running(shape, &roof);
     let winner = match deepgemm::search::search(&spec) {
         Ok(result) => result.buckets[0].winner().clone(),
         Err(e) => {
@@ -418,4 +425,31 @@ fn table(name: &str, rows: &[BenchRow]) -> Table {
         ]);
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/bench-json.md shows every field a row is written with, so that the schema a user
+    /// reads is the one they get.
+    #[test]
+    fn every_row_field_is_documented() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let spec = deepgemm::spec::parse_file(&root.join("examples/gemm_bf16.dgml"))
+            .unwrap_or_else(|d| panic!("{d}"))
+            .kernels
+            .remove(0);
+        let shape = Shape::new(1000, 3000, 2000);
+        let row = BenchRow::before_running(shape, &Roofline::new(&spec, shape));
+        let doc = std::fs::read_to_string(root.join("docs/bench-json.md")).unwrap();
+        let value = serde_json::to_value(&row).unwrap();
+        let fields = value.as_object().unwrap();
+        assert!(fields.contains_key("grid_blocks"));
+        let missing: Vec<_> = fields
+            .keys()
+            .filter(|key| !doc.contains(&format!("\"{key}\"")))
+            .collect();
+        assert!(missing.is_empty(), "not in docs/bench-json.md: {missing:?}");
+    }
 }
