@@ -89,7 +89,8 @@ pub struct BenchRow {
     pub ours_error: Option<f64>,
     pub registers: Option<u32>,
     /// Blocks our kernel launched, and blocks per cluster: with the tile count, how many rounds
-    /// of tiles a persistent kernel ran (clusters of 4 fill 120 of an H100's 132 SMs).
+    /// of tiles a persistent kernel ran (clusters of 4 filled 120 of the 132 SMs of the H100 we
+    /// measured).
     pub grid_blocks: Option<u32>,
     pub cluster_blocks: Option<u32>,
     pub cublas_us: Option<f64>,
